@@ -1,0 +1,127 @@
+// gridsampler: 2-D grid sampling (PyTorch's grid_sample) and its gradient
+// (GridSampler2DGrad) on the CPU.
+//
+// Contract of every call in this header:
+//   * Tensors are 4-D strided views; shapes and strides count elements, not
+//     bytes. Any strides are accepted (NCHW-contiguous, channels-last, sliced,
+//     transposed, negative); results do not depend on the layout.
+//   * All tensors of one call share one dtype. float16 and bfloat16 are
+//     computed and accumulated in float32 and rounded once, to nearest even.
+//   * The library reads only the inputs and writes only the outputs it was
+//     asked for. On any error nothing is written and the returned Status
+//     names the tensor and the rule it broke.
+//   * Empty problems (N, C, Hout or Wout = 0) succeed; dx is then zeros.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#if defined(_WIN32)
+#define GRIDSAMPLER_API
+#else
+#define GRIDSAMPLER_API __attribute__((visibility("default")))
+#endif
+
+namespace gridsampler {
+
+enum class DType : int32_t { kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2, kFloat64 = 3 };
+
+// The integer values are those of PyTorch and of the aclnn interface.
+enum class Interpolation : int64_t { kBilinear = 0, kNearest = 1, kBicubic = 2 };
+enum class Padding : int64_t { kZeros = 0, kBorder = 1, kReflection = 2 };
+
+enum class StatusCode : int32_t {
+  kOk = 0,
+  kInvalidArgument = 1,  // a shape, stride, dtype or attribute breaks a rule
+  kNullPointer = 2,      // a required data pointer is null
+  kInternal = 3,         // a bug or an allocation failure inside the library
+};
+
+class GRIDSAMPLER_API Status {
+ public:
+  Status() = default;  // ok
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  static Status Ok() { return Status(); }
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  // Empty when ok(); otherwise "<tensor>: <rule>", e.g.
+  // "grid: last dimension must be 2, got 3".
+  const std::string& message() const { return message_; }
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+using Shape4 = std::array<int64_t, 4>;
+
+// Strides (in elements) of a densely packed row-major tensor of `shape`.
+GRIDSAMPLER_API Shape4 contiguous_strides(const Shape4& shape);
+// Strides of a logical (N, C, H, W) tensor stored as N, H, W, C in memory.
+GRIDSAMPLER_API Shape4 channels_last_strides(const Shape4& shape);
+
+// A 4-D view of memory the caller owns. `Ptr` is `const void*` for inputs
+// and `void*` for outputs; an output view converts to an input view.
+template <class Ptr>
+struct BasicTensorView {
+  Ptr data = nullptr;
+  DType dtype = DType::kFloat32;
+  Shape4 shape{};
+  Shape4 strides{};
+
+  static BasicTensorView contiguous(Ptr data, DType dtype, const Shape4& shape) {
+    return {data, dtype, shape, contiguous_strides(shape)};
+  }
+  static BasicTensorView channels_last(Ptr data, DType dtype, const Shape4& shape) {
+    return {data, dtype, shape, channels_last_strides(shape)};
+  }
+  operator BasicTensorView<const void*>() const {  // NOLINT(google-explicit-constructor)
+    return {data, dtype, shape, strides};
+  }
+};
+using TensorView = BasicTensorView<const void*>;
+using MutableTensorView = BasicTensorView<void*>;
+
+struct Options {
+  Interpolation interpolation = Interpolation::kBilinear;
+  Padding padding = Padding::kZeros;
+  bool align_corners = false;
+};
+
+// Which gradients grid_sampler_2d_backward computes. An output that is not
+// wanted is neither validated, read nor written (its view may be empty).
+struct OutputMask {
+  bool input = true;  // dx
+  bool grid = true;   // dgrid
+};
+
+// output[n, c, h, w] = sample of input[n, c] at grid[n, h, w, :].
+//   input (N, C, Hin, Win), Hin, Win > 0; grid (N, Hout, Wout, 2) holding
+//   (x, y) in [-1, 1]; output (N, C, Hout, Wout).
+GRIDSAMPLER_API Status grid_sampler_2d(TensorView input, TensorView grid, MutableTensorView output,
+                                       const Options& options = {});
+
+// GridSampler2DGrad: gradients of grid_sampler_2d with respect to input
+// (dx, shape of input) and grid (dgrid, shape of grid), given the gradient
+// `grad` (N, C, Hout, Wout) of its output. dx is overwritten, not added to.
+GRIDSAMPLER_API Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView grid,
+                                                MutableTensorView dx, MutableTensorView dgrid,
+                                                const Options& options = {},
+                                                OutputMask mask = {});
+
+// Names used by the command line, the Python bindings and messages.
+GRIDSAMPLER_API std::string_view to_string(DType dtype);  // "float16", ...
+GRIDSAMPLER_API std::string_view to_string(Interpolation mode);  // "bilinear", ...
+GRIDSAMPLER_API std::string_view to_string(Padding padding);     // "zeros", ...
+GRIDSAMPLER_API std::optional<Interpolation> parse_interpolation(std::string_view name);
+GRIDSAMPLER_API std::optional<Padding> parse_padding(std::string_view name);
+// Accepts "f16"/"float16", "bf16"/"bfloat16", "f32"/"float32", "f64"/"float64".
+GRIDSAMPLER_API std::optional<DType> parse_dtype(std::string_view name);
+GRIDSAMPLER_API std::size_t dtype_size(DType dtype);  // bytes per element
+
+}  // namespace gridsampler

@@ -1,0 +1,254 @@
+#include "core/validate.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/coords.hpp"
+
+namespace gridsampler::detail {
+namespace {
+
+Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, message}; }
+
+std::string shape_str(const Shape4& s) {
+  std::ostringstream os;
+  os << '(' << s[0] << ", " << s[1] << ", " << s[2] << ", " << s[3] << ')';
+  return os.str();
+}
+
+bool known_dtype(DType d) {
+  return d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32 ||
+         d == DType::kFloat64;
+}
+
+// Byte range [lo, hi) a non-empty view touches, relative to its data pointer.
+struct Span {
+  int64_t lo = 0, hi = 0;
+};
+
+// Checks one tensor on its own: dtype, dimensions, element count and byte
+// span within int64_t, data present. Sets *span and *numel.
+Status check_tensor(const char* name, DType dtype, const Shape4& shape, const Shape4& strides,
+                    const void* data, Span* span, int64_t* numel) {
+  if (!known_dtype(dtype)) {
+    return invalid(std::string(name) + ": unknown dtype value " +
+                   std::to_string(static_cast<int32_t>(dtype)));
+  }
+  int64_t count = 1;
+  bool overflow = false;
+  for (int d = 0; d < 4; ++d) {
+    if (shape[d] < 0) {
+      return invalid(std::string(name) + ": dimension " + std::to_string(d) + " is negative (" +
+                     std::to_string(shape[d]) + ")");
+    }
+    if (shape[d] > coords::kMaxExtent) {
+      return invalid(std::string(name) + ": dimension " + std::to_string(d) + " is " +
+                     std::to_string(shape[d]) + ", more than the supported 2^40");
+    }
+    overflow = overflow || __builtin_mul_overflow(count, shape[d], &count);
+  }
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+    *numel = 0;
+    *span = {};
+    return Status::Ok();
+  }
+  if (overflow) return invalid(std::string(name) + ": element count overflows 64 bits");
+  const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
+  int64_t lo = 0, hi = 0;  // element offsets of the lowest and highest element
+  for (int d = 0; d < 4; ++d) {
+    int64_t reach = 0;
+    const bool bad =
+        strides[d] == INT64_MIN ||
+        __builtin_mul_overflow(shape[d] - 1, std::llabs(strides[d]), &reach) ||
+        (strides[d] < 0 ? __builtin_sub_overflow(lo, reach, &lo)
+                        : __builtin_add_overflow(hi, reach, &hi));
+    if (bad) return invalid(std::string(name) + ": strides address more than 2^63 bytes");
+  }
+  int64_t lo_bytes = 0, hi_bytes = 0;
+  if (__builtin_mul_overflow(lo, elem, &lo_bytes) || __builtin_add_overflow(hi, 1, &hi) ||
+      __builtin_mul_overflow(hi, elem, &hi_bytes)) {
+    return invalid(std::string(name) + ": strides address more than 2^63 bytes");
+  }
+  if (data == nullptr) {
+    return {StatusCode::kNullPointer, std::string(name) + ": data is null but the tensor has " +
+                                          std::to_string(count) + " elements"};
+  }
+  *numel = count;
+  *span = {lo_bytes, hi_bytes};
+  return Status::Ok();
+}
+
+// An output must not store two elements at one address: with the dimensions
+// of size > 1 sorted by |stride|, each stride must step past everything the
+// smaller ones reach.
+bool self_overlaps(const Shape4& shape, const Shape4& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
+  for (int d = 0; d < 4; ++d) {
+    if (shape[d] > 1) dims.emplace_back(std::llabs(strides[d]), shape[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // max offset reachable with the dims so far
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return true;
+    reach += stride * (size - 1);  // cannot overflow: check_tensor bounded it
+  }
+  return false;
+}
+
+struct Checked {
+  const char* name;
+  const void* data;
+  Span span;
+  int64_t numel;
+};
+
+bool overlap(const Checked& a, const Checked& b) {
+  if (a.numel == 0 || b.numel == 0) return false;
+  const auto base_a = reinterpret_cast<uintptr_t>(a.data);
+  const auto base_b = reinterpret_cast<uintptr_t>(b.data);
+  const uintptr_t a_lo = base_a + static_cast<uintptr_t>(a.span.lo);
+  const uintptr_t a_hi = base_a + static_cast<uintptr_t>(a.span.hi);
+  const uintptr_t b_lo = base_b + static_cast<uintptr_t>(b.span.lo);
+  const uintptr_t b_hi = base_b + static_cast<uintptr_t>(b.span.hi);
+  return a_lo < b_hi && b_lo < a_hi;
+}
+
+Status check_options(const Options& options) {
+  const auto mode = static_cast<int64_t>(options.interpolation);
+  if (mode < 0 || mode > 2) {
+    return invalid("interpolation_mode: unknown value " + std::to_string(mode) +
+                   " (expected 0 bilinear, 1 nearest or 2 bicubic)");
+  }
+  const auto pad = static_cast<int64_t>(options.padding);
+  if (pad < 0 || pad > 2) {
+    return invalid("padding_mode: unknown value " + std::to_string(pad) +
+                   " (expected 0 zeros, 1 border or 2 reflection)");
+  }
+  return Status::Ok();
+}
+
+// Input and grid: the rules shared by forward and backward.
+Status check_input_grid(const TensorView& input, const TensorView& grid, Problem* p,
+                        std::vector<Checked>* inputs) {
+  Checked in{"input", input.data, {}, 0};
+  if (Status s = check_tensor("input", input.dtype, input.shape, input.strides, input.data,
+                              &in.span, &in.numel);
+      !s.ok())
+    return s;
+  Checked gr{"grid", grid.data, {}, 0};
+  if (Status s = check_tensor("grid", grid.dtype, grid.shape, grid.strides, grid.data, &gr.span,
+                              &gr.numel);
+      !s.ok())
+    return s;
+  if (grid.dtype != input.dtype) {
+    return invalid("grid: dtype " + std::string(to_string(grid.dtype)) + " differs from input's " +
+                   std::string(to_string(input.dtype)));
+  }
+  if (input.shape[2] == 0 || input.shape[3] == 0) {
+    return invalid("input: height and width must be positive, got H=" +
+                   std::to_string(input.shape[2]) + ", W=" + std::to_string(input.shape[3]));
+  }
+  if (grid.shape[3] != 2) {
+    return invalid("grid: last dimension must be 2, got " + std::to_string(grid.shape[3]));
+  }
+  if (grid.shape[0] != input.shape[0]) {
+    return invalid("grid: batch size " + std::to_string(grid.shape[0]) +
+                   " does not match input's " + std::to_string(input.shape[0]));
+  }
+  p->n = input.shape[0];
+  p->c = input.shape[1];
+  p->in_h = input.shape[2];
+  p->in_w = input.shape[3];
+  p->out_h = grid.shape[1];
+  p->out_w = grid.shape[2];
+  p->dtype = input.dtype;
+  inputs->push_back(in);
+  inputs->push_back(gr);
+  return Status::Ok();
+}
+
+// An output: dtype, exact shape, no self-overlap, no overlap with anything
+// already checked.
+Status check_output(const char* name, const MutableTensorView& t, const Shape4& expected,
+                    const char* expected_from, DType dtype, std::vector<Checked>* seen) {
+  Checked out{name, t.data, {}, 0};
+  if (Status s = check_tensor(name, t.dtype, t.shape, t.strides, t.data, &out.span, &out.numel);
+      !s.ok())
+    return s;
+  if (t.dtype != dtype) {
+    return invalid(std::string(name) + ": dtype " + std::string(to_string(t.dtype)) +
+                   " differs from input's " + std::string(to_string(dtype)));
+  }
+  if (t.shape != expected) {
+    return invalid(std::string(name) + ": shape " + shape_str(t.shape) + " must be " +
+                   shape_str(expected) + ", " + expected_from);
+  }
+  if (out.numel > 0 && self_overlaps(t.shape, t.strides)) {
+    return invalid(std::string(name) + ": strides make two elements share memory");
+  }
+  for (const Checked& other : *seen) {
+    if (overlap(out, other)) {
+      return invalid(std::string(name) + ": memory overlaps " + other.name);
+    }
+  }
+  seen->push_back(out);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status validate_forward(const TensorView& input, const TensorView& grid,
+                        const MutableTensorView& output, const Options& options, Problem* p) {
+  if (Status s = check_options(options); !s.ok()) return s;
+  std::vector<Checked> seen;
+  if (Status s = check_input_grid(input, grid, p, &seen); !s.ok()) return s;
+  const Shape4 out_shape{p->n, p->c, p->out_h, p->out_w};
+  if (Status s = check_output("output", output, out_shape,
+                              "(N, C) of input and (Hout, Wout) of grid", p->dtype, &seen);
+      !s.ok())
+    return s;
+  p->options = options;
+  p->mask = {};
+  return Status::Ok();
+}
+
+Status validate_backward(const TensorView& grad, const TensorView& input, const TensorView& grid,
+                         const MutableTensorView& dx, const MutableTensorView& dgrid,
+                         const Options& options, OutputMask mask, Problem* p) {
+  if (Status s = check_options(options); !s.ok()) return s;
+  std::vector<Checked> seen;
+  if (Status s = check_input_grid(input, grid, p, &seen); !s.ok()) return s;
+  Checked g{"grad", grad.data, {}, 0};
+  if (Status s = check_tensor("grad", grad.dtype, grad.shape, grad.strides, grad.data, &g.span,
+                              &g.numel);
+      !s.ok())
+    return s;
+  if (grad.dtype != input.dtype) {
+    return invalid("grad: dtype " + std::string(to_string(grad.dtype)) + " differs from input's " +
+                   std::string(to_string(input.dtype)));
+  }
+  const Shape4 grad_shape{p->n, p->c, p->out_h, p->out_w};
+  if (grad.shape != grad_shape) {
+    return invalid("grad: shape " + shape_str(grad.shape) + " must be " + shape_str(grad_shape) +
+                   ", (N, C) of input and (Hout, Wout) of grid");
+  }
+  seen.push_back(g);
+  if (mask.input) {
+    if (Status s = check_output("dx", dx, input.shape, "the shape of input", p->dtype, &seen);
+        !s.ok())
+      return s;
+  }
+  if (mask.grid) {
+    if (Status s = check_output("dgrid", dgrid, grid.shape, "the shape of grid", p->dtype, &seen);
+        !s.ok())
+      return s;
+  }
+  p->options = options;
+  p->mask = mask;
+  return Status::Ok();
+}
+
+}  // namespace gridsampler::detail

@@ -1,0 +1,28 @@
+// Validation shared by every entry point: after it succeeds, a kernel may
+// assume consistent shapes, one dtype, non-null data for non-empty tensors,
+// outputs that overlap nothing, and offsets that fit in int64_t.
+#pragma once
+
+#include <cstdint>
+
+#include "gridsampler/gridsampler.hpp"
+
+namespace gridsampler::detail {
+
+// The sizes of one validated call.
+struct Problem {
+  int64_t n = 0, c = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  DType dtype = DType::kFloat32;
+  Options options;
+  OutputMask mask;
+  bool empty() const { return n == 0 || c == 0 || out_h == 0 || out_w == 0; }
+};
+
+Status validate_forward(const TensorView& input, const TensorView& grid,
+                        const MutableTensorView& output, const Options& options, Problem* problem);
+
+Status validate_backward(const TensorView& grad, const TensorView& input, const TensorView& grid,
+                         const MutableTensorView& dx, const MutableTensorView& dgrid,
+                         const Options& options, OutputMask mask, Problem* problem);
+
+}  // namespace gridsampler::detail

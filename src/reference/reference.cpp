@@ -1,0 +1,212 @@
+#include "reference/reference.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "core/coords.hpp"
+#include "core/dtype.hpp"
+#include "core/validate.hpp"
+
+namespace gridsampler::reference {
+namespace {
+
+using detail::Problem;
+
+// One input pixel that a sample reads: its weight and the derivatives of the
+// weight with respect to the pixel coordinates ix and iy.
+struct Tap {
+  int64_t y, x;
+  double w, dw_dx, dw_dy;
+};
+
+// Everything one output pixel needs: the in-bounds taps and the factors that
+// turn d/d(ix, iy) into d/d(grid x, grid y).
+struct Sample {
+  std::vector<Tap> taps;
+  double mult_x = 0, mult_y = 0;
+};
+
+// The coordinate policy with the padding mode as a run-time value.
+template <class T>
+T source_index(Padding p, T coord, int64_t size, bool align, T* mult) {
+  switch (p) {
+    case Padding::kZeros: return coords::source_index<Padding::kZeros>(coord, size, align, mult);
+    case Padding::kBorder: return coords::source_index<Padding::kBorder>(coord, size, align, mult);
+    case Padding::kReflection: break;
+  }
+  return coords::source_index<Padding::kReflection>(coord, size, align, mult);
+}
+template <class T>
+T bicubic_source(Padding p, T coord, int64_t size, bool align, T* mult) {
+  switch (p) {
+    case Padding::kZeros: return coords::bicubic_source<Padding::kZeros>(coord, size, align, mult);
+    case Padding::kBorder: return coords::bicubic_source<Padding::kBorder>(coord, size, align, mult);
+    case Padding::kReflection: break;
+  }
+  return coords::bicubic_source<Padding::kReflection>(coord, size, align, mult);
+}
+template <class T>
+int64_t tap_index(Padding p, T pos, int64_t size, bool align) {
+  switch (p) {
+    case Padding::kZeros: return coords::tap_index<Padding::kZeros>(pos, size, align);
+    case Padding::kBorder: return coords::tap_index<Padding::kBorder>(pos, size, align);
+    case Padding::kReflection: break;
+  }
+  return coords::tap_index<Padding::kReflection>(pos, size, align);
+}
+
+// T is the coordinate type; gx, gy are the grid values already in T.
+template <class T>
+Sample make_sample(T gx, T gy, const Problem& p) {
+  const Options& o = p.options;
+  const int64_t H = p.in_h, W = p.in_w;
+  Sample s;
+  auto add = [&](int64_t y, int64_t x, double w, double dw_dx, double dw_dy) {
+    if (coords::in_bounds(y, x, H, W)) s.taps.push_back({y, x, w, dw_dx, dw_dy});
+  };
+  if (o.interpolation == Interpolation::kBicubic) {
+    T mx = 0, my = 0;
+    const T ix = bicubic_source(o.padding, gx, W, o.align_corners, &mx);
+    const T iy = bicubic_source(o.padding, gy, H, o.align_corners, &my);
+    const T fx = std::floor(ix), fy = std::floor(iy);
+    T wx[4], wy[4], gwx[4], gwy[4];
+    coords::cubic_weights(ix - fx, wx);
+    coords::cubic_weights(iy - fy, wy);
+    coords::cubic_weight_grads(ix - fx, gwx);
+    coords::cubic_weight_grads(iy - fy, gwy);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t y = tap_index(o.padding, fy - 1 + j, H, o.align_corners);
+      for (int i = 0; i < 4; ++i) {
+        const int64_t x = tap_index(o.padding, fx - 1 + i, W, o.align_corners);
+        add(y, x, double(wx[i]) * wy[j], -double(gwx[i]) * wy[j], -double(gwy[j]) * wx[i]);
+      }
+    }
+    s.mult_x = mx;
+    s.mult_y = my;
+    return s;
+  }
+  T mx = 0, my = 0;
+  const T ix = source_index(o.padding, gx, W, o.align_corners, &mx);
+  const T iy = source_index(o.padding, gy, H, o.align_corners, &my);
+  s.mult_x = mx;
+  s.mult_y = my;
+  if (o.interpolation == Interpolation::kNearest) {
+    add(coords::to_index(std::nearbyint(iy)), coords::to_index(std::nearbyint(ix)), 1, 0, 0);
+    return s;
+  }
+  // Bilinear: distances to the four neighbours, in T as PyTorch forms them.
+  const T fx = std::floor(ix), fy = std::floor(iy);
+  const int64_t x0 = coords::to_index(fx), y0 = coords::to_index(fy);
+  const double west = ix - fx, east = (fx + 1) - ix;
+  const double north = iy - fy, south = (fy + 1) - iy;
+  add(y0, x0, south * east, -south, -east);
+  add(y0, x0 + 1, south * west, south, -west);
+  add(y0 + 1, x0, north * east, -north, east);
+  add(y0 + 1, x0 + 1, north * west, north, west);
+  return s;
+}
+
+// Strided element access.
+template <class S>
+struct View {
+  S* data;
+  Shape4 st;
+  S& at(int64_t a, int64_t b, int64_t c, int64_t d) const {
+    return data[a * st[0] + b * st[1] + c * st[2] + d * st[3]];
+  }
+};
+template <class S>
+View<const S> view(const TensorView& t) {
+  return {static_cast<const S*>(t.data), t.strides};
+}
+template <class S>
+View<S> view(const MutableTensorView& t) {
+  return {static_cast<S*>(t.data), t.strides};
+}
+
+template <class S>
+void forward(const Problem& p, const TensorView& input, const TensorView& grid,
+             const MutableTensorView& output) {
+  const auto in = view<S>(input);
+  const auto gr = view<S>(grid);
+  const auto out = view<S>(output);
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t h = 0; h < p.out_h; ++h) {
+      for (int64_t w = 0; w < p.out_w; ++w) {
+        const Sample s = make_sample(load(gr.at(n, h, w, 0)), load(gr.at(n, h, w, 1)), p);
+        for (int64_t c = 0; c < p.c; ++c) {
+          double acc = 0;
+          for (const Tap& t : s.taps) acc += t.w * double(load(in.at(n, c, t.y, t.x)));
+          out.at(n, c, h, w) = store<S>(acc);
+        }
+      }
+    }
+  }
+}
+
+template <class S>
+void backward(const Problem& p, const TensorView& grad, const TensorView& input,
+              const TensorView& grid, const MutableTensorView& dx, const MutableTensorView& dgrid) {
+  const auto go = view<S>(grad);
+  const auto in = view<S>(input);
+  const auto gr = view<S>(grid);
+  std::vector<double> dx_acc(p.mask.input ? static_cast<size_t>(p.n * p.c * p.in_h * p.in_w) : 0);
+  auto dx_at = [&](int64_t n, int64_t c, int64_t y, int64_t x) -> double& {
+    return dx_acc[static_cast<size_t>(((n * p.c + c) * p.in_h + y) * p.in_w + x)];
+  };
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t h = 0; h < p.out_h; ++h) {
+      for (int64_t w = 0; w < p.out_w; ++w) {
+        const Sample s = make_sample(load(gr.at(n, h, w, 0)), load(gr.at(n, h, w, 1)), p);
+        double gix = 0, giy = 0;
+        for (int64_t c = 0; c < p.c; ++c) {
+          const double g = load(go.at(n, c, h, w));
+          for (const Tap& t : s.taps) {
+            if (p.mask.input) dx_at(n, c, t.y, t.x) += t.w * g;
+            if (p.mask.grid && p.options.interpolation != Interpolation::kNearest) {
+              const double v = load(in.at(n, c, t.y, t.x));
+              gix += t.dw_dx * v * g;
+              giy += t.dw_dy * v * g;
+            }
+          }
+        }
+        if (p.mask.grid) {
+          const auto dg = view<S>(dgrid);
+          dg.at(n, h, w, 0) = store<S>(s.mult_x * gix);
+          dg.at(n, h, w, 1) = store<S>(s.mult_y * giy);
+        }
+      }
+    }
+  }
+  if (p.mask.input) {
+    const auto d = view<S>(dx);
+    for (int64_t n = 0; n < p.n; ++n)
+      for (int64_t c = 0; c < p.c; ++c)
+        for (int64_t y = 0; y < p.in_h; ++y)
+          for (int64_t x = 0; x < p.in_w; ++x) d.at(n, c, y, x) = store<S>(dx_at(n, c, y, x));
+  }
+}
+
+}  // namespace
+
+Status grid_sampler_2d(TensorView input, TensorView grid, MutableTensorView output,
+                       const Options& options) {
+  Problem p;
+  if (Status s = detail::validate_forward(input, grid, output, options, &p); !s.ok()) return s;
+  visit_dtype(p.dtype, [&](auto tag) { forward<decltype(tag)>(p, input, grid, output); });
+  return Status::Ok();
+}
+
+Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView grid,
+                                MutableTensorView dx, MutableTensorView dgrid,
+                                const Options& options, OutputMask mask) {
+  Problem p;
+  if (Status s = detail::validate_backward(grad, input, grid, dx, dgrid, options, mask, &p);
+      !s.ok())
+    return s;
+  visit_dtype(p.dtype,
+              [&](auto tag) { backward<decltype(tag)>(p, grad, input, grid, dx, dgrid); });
+  return Status::Ok();
+}
+
+}  // namespace gridsampler::reference

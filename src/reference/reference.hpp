@@ -1,0 +1,18 @@
+// The reference implementation: plain scalar loops, coordinates in the
+// compute dtype exactly as PyTorch forms them, every sum in float64. It is
+// the oracle the optimised kernels are tested against and the last fallback.
+// Same contract as the public functions of gridsampler.hpp.
+#pragma once
+
+#include "gridsampler/gridsampler.hpp"
+
+namespace gridsampler::reference {
+
+Status grid_sampler_2d(TensorView input, TensorView grid, MutableTensorView output,
+                       const Options& options = {});
+
+Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView grid,
+                                MutableTensorView dx, MutableTensorView dgrid,
+                                const Options& options = {}, OutputMask mask = {});
+
+}  // namespace gridsampler::reference

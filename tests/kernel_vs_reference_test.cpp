@@ -1,0 +1,99 @@
+// The CPU kernels against the float64 reference on sweeps of every mode,
+// padding, align_corners, dtype, shape and layout. Outputs start as NaN, so an
+// element the kernels forget to write fails.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "common/problem.hpp"
+
+namespace gstest {
+namespace {
+
+using gridsampler::Interpolation;
+using gridsampler::Options;
+using gridsampler::Padding;
+
+const Dims kShapes[] = {
+    {1, 1, 1, 1, 3, 3},   // 1x1 image
+    {2, 3, 5, 7, 4, 6},   // non-square, N > 1
+    {1, 17, 8, 9, 5, 3},  // channels beyond a vector width
+    {2, 4, 1, 6, 3, 5},   // Hin = 1
+    {1, 2, 6, 1, 4, 4},   // Win = 1
+    {3, 1, 4, 4, 1, 1},   // one output pixel
+    {1, 3, 11, 13, 9, 10},
+};
+
+void expect_close(const Tensor& got, const Tensor& want, double k, const std::string& what) {
+  const Diff d = compare(got.values(), want.values());
+  const double tol = tolerance(got.dtype(), d.max_ref, k);
+  EXPECT_LE(d.max_abs, tol) << what << ": worst flat index " << d.index << ", max |ref| "
+                            << d.max_ref;
+}
+
+using Param = std::tuple<Interpolation, Padding, bool, DType>;
+
+class KernelVsReference : public ::testing::TestWithParam<Param> {};
+
+TEST_P(KernelVsReference, AllShapes) {
+  const auto [mode, pad, align, dtype] = GetParam();
+  const Options opt{mode, pad, align};
+  uint64_t seed = 1;
+  for (const Dims& d : kShapes) {
+    const Problem p = Problem::random(d, dtype, opt, seed++, 1.3);
+    const Outputs got = run(p, /*reference=*/false);
+    const Outputs want = run(p, /*reference=*/true);
+    // float32/float64 accumulate in their own precision: the error grows with
+    // the number of terms (channels x taps). 16-bit results are rounded once.
+    const bool wide = dtype == DType::kFloat32 || dtype == DType::kFloat64;
+    const double k = wide ? 8.0 * (d.c + 1) * 16 : 2.0;
+    const std::string what = describe(opt) + " " + std::string(gridsampler::to_string(dtype)) +
+                             " " + to_string(d);
+    expect_close(got.out, want.out, k, what + " forward");
+    expect_close(got.dx, want.dx, k, what + " dx");
+    expect_close(got.dgrid, want.dgrid, k, what + " dgrid");
+  }
+}
+
+std::string name(const ::testing::TestParamInfo<Param>& info) {
+  const auto [mode, pad, align, dtype] = info.param;
+  return std::string(gridsampler::to_string(mode)) + "_" + std::string(gridsampler::to_string(pad)) +
+         (align ? "_align_" : "_noalign_") + std::string(gridsampler::to_string(dtype));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, KernelVsReference,
+    ::testing::Combine(::testing::Values(Interpolation::kBilinear, Interpolation::kNearest,
+                                         Interpolation::kBicubic),
+                       ::testing::Values(Padding::kZeros, Padding::kBorder, Padding::kReflection),
+                       ::testing::Bool(),
+                       ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32,
+                                         DType::kFloat64)),
+    name);
+
+// Nearest moves values without arithmetic in the forward: exact.
+TEST(KernelVsReference, NearestForwardIsExact) {
+  for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+    const Problem p = Problem::random({2, 5, 6, 7, 8, 9}, DType::kFloat32,
+                                      {Interpolation::kNearest, pad, false}, 7, 1.5);
+    const Outputs got = run(p, false);
+    const Outputs want = run(p, true);
+    EXPECT_EQ(got.out.values(), want.out.values()) << gridsampler::to_string(pad);
+  }
+}
+
+// Empty problems succeed, write zeros to dx and touch nothing else.
+TEST(KernelVsReference, EmptyProblems) {
+  const Dims empties[] = {{0, 3, 4, 5, 2, 2}, {2, 0, 4, 5, 2, 2}, {2, 3, 4, 5, 0, 2},
+                          {2, 3, 4, 5, 2, 0}};
+  for (const Dims& d : empties) {
+    for (bool reference : {false, true}) {
+      const Problem p = Problem::random(d, DType::kFloat32, {}, 3);
+      const Outputs o = run(p, reference);
+      for (double v : o.dx.values()) EXPECT_EQ(v, 0.0) << to_string(d);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gstest

@@ -1,0 +1,91 @@
+// Results do not depend on memory layout, and output_mask is honoured.
+#include <gtest/gtest.h>
+
+#include "common/problem.hpp"
+#include "reference/reference.hpp"
+
+namespace gstest {
+namespace {
+
+using gridsampler::Interpolation;
+using gridsampler::Options;
+using gridsampler::Padding;
+
+const Layout kLayouts[] = {Layout::kChannelsLast, Layout::kPadded, Layout::kTransposedHW,
+                           Layout::kNegative};
+
+// Every input and output layout gives bit-for-bit the contiguous result.
+TEST(Layout, StridedInputsAndOutputsMatchContiguous) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+    for (Interpolation mode :
+         {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
+      const Options opt{mode, Padding::kReflection, false};
+      const Problem p = Problem::random({2, 5, 6, 7, 4, 3}, dtype, opt, 8, 1.2);
+      const Outputs base = run(p, false);
+      for (Layout in_layout : kLayouts) {
+        for (Layout out_layout : {Layout::kContiguous, in_layout}) {
+          const Outputs o = run(p.relayout(in_layout), false, out_layout);
+          const std::string what = describe(opt) + " " +
+                                   std::string(gridsampler::to_string(dtype)) + " in=" +
+                                   to_string(in_layout) + " out=" + to_string(out_layout);
+          EXPECT_EQ(o.out.values(), base.out.values()) << what;
+          EXPECT_EQ(o.dx.values(), base.dx.values()) << what;
+          EXPECT_EQ(o.dgrid.values(), base.dgrid.values()) << what;
+        }
+      }
+    }
+  }
+}
+
+// The reference too.
+TEST(Layout, ReferenceIsLayoutIndependent) {
+  const Options opt{Interpolation::kBicubic, Padding::kBorder, true};
+  const Problem p = Problem::random({2, 3, 5, 4, 6, 3}, DType::kFloat32, opt, 9);
+  const Outputs base = run(p, true);
+  for (Layout layout : kLayouts) {
+    const Outputs o = run(p.relayout(layout), true, layout);
+    EXPECT_EQ(o.dx.values(), base.dx.values()) << to_string(layout);
+    EXPECT_EQ(o.dgrid.values(), base.dgrid.values()) << to_string(layout);
+  }
+}
+
+// An output that is not asked for is left byte-for-byte as it was, and the
+// one that is asked for equals the full computation.
+TEST(OutputMask, UnrequestedOutputsUntouched) {
+  for (bool reference : {false, true}) {
+    for (DType dtype : {DType::kFloat16, DType::kFloat32}) {
+      const Options opt{Interpolation::kBilinear, Padding::kZeros, false};
+      const Problem p = Problem::random({2, 3, 5, 6, 4, 4}, dtype, opt, 12);
+      const Outputs full = run(p, reference);
+      for (gridsampler::OutputMask mask : {gridsampler::OutputMask{true, false},
+                                           gridsampler::OutputMask{false, true}}) {
+        Tensor dx(dtype, p.input.shape()), dgrid(dtype, p.grid.shape());
+        const auto dx_before = dx.storage();
+        const auto dgrid_before = dgrid.storage();
+        auto bwd = reference ? &gridsampler::reference::grid_sampler_2d_backward
+                             : &gridsampler::grid_sampler_2d_backward;
+        const auto s = bwd(p.grad.view(), p.input.view(), p.grid.view(), dx.mutable_view(),
+                           dgrid.mutable_view(), opt, mask);
+        ASSERT_TRUE(s.ok()) << s.message();
+        if (mask.input) {
+          EXPECT_EQ(dx.values(), full.dx.values());
+          EXPECT_EQ(dgrid.storage(), dgrid_before);
+        } else {
+          EXPECT_EQ(dgrid.values(), full.dgrid.values());
+          EXPECT_EQ(dx.storage(), dx_before);
+        }
+      }
+      // A masked-out output may be an empty view.
+      Tensor dx(dtype, p.input.shape());
+      auto bwd = reference ? &gridsampler::reference::grid_sampler_2d_backward
+                           : &gridsampler::grid_sampler_2d_backward;
+      const auto s = bwd(p.grad.view(), p.input.view(), p.grid.view(), dx.mutable_view(),
+                         gridsampler::MutableTensorView{}, opt, {true, false});
+      EXPECT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(dx.values(), full.dx.values());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gstest
