@@ -1,0 +1,257 @@
+// aclnnGridSampler2D / aclnnGridSampler2DBackward: phase one validates and
+// plans through the same core as the C++ API; phase two runs the plan.
+#include <memory>
+#include <new>
+#include <string>
+
+#include "aclnn/handles.hpp"
+#include "aclnnop/aclnn_grid_sampler2d.h"
+#include "aclnnop/aclnn_grid_sampler2d_backward.h"
+#include "cpu/kernels.hpp"
+
+namespace gridsampler::aclnn {
+namespace {
+
+std::string named(const char* name, const std::string& rule) { return std::string(name) + ": " + rule; }
+
+bool to_dtype(aclDataType t, DType* out) {
+  switch (t) {
+    case ACL_FLOAT: *out = DType::kFloat32; return true;
+    case ACL_FLOAT16: *out = DType::kFloat16; return true;
+    case ACL_DOUBLE: *out = DType::kFloat64; return true;
+    case ACL_BF16: *out = DType::kBFloat16; return true;
+    default: return false;
+  }
+}
+
+// Checks what only the aclnn form can get wrong (handle, rank, dtype code,
+// format, storage bounds) and turns the tensor into a view; the core's
+// validation does the rest.
+aclnnStatus to_view(const char* name, const aclTensor* t, MutableTensorView* view) {
+  if (t == nullptr) return fail(ACLNN_ERR_PARAM_NULLPTR, named(name, "tensor is null"));
+  if (!tensors().contains(t)) {
+    return fail(ACLNN_ERR_PARAM_INVALID, named(name, "not a live tensor (destroyed or foreign)"));
+  }
+  if (t->dims.size() != 4) {
+    return fail(ACLNN_ERR_PARAM_INVALID,
+                named(name, "expected 4 dimensions, got " + std::to_string(t->dims.size())));
+  }
+  if (!to_dtype(t->dtype, &view->dtype)) {
+    return fail(ACLNN_ERR_PARAM_INVALID,
+                named(name, "unsupported dtype " + std::to_string(static_cast<int>(t->dtype)) +
+                                " (expected ACL_FLOAT16, ACL_BF16, ACL_FLOAT or ACL_DOUBLE)"));
+  }
+  if (t->format != ACL_FORMAT_NCHW && t->format != ACL_FORMAT_NHWC && t->format != ACL_FORMAT_ND) {
+    return fail(ACLNN_ERR_PARAM_INVALID,
+                named(name, "unsupported format " + std::to_string(static_cast<int>(t->format)) +
+                                " (expected ACL_FORMAT_NCHW, ACL_FORMAT_NHWC or ACL_FORMAT_ND)"));
+  }
+  int64_t numel = 1;
+  for (int d = 0; d < 4; ++d) {
+    if (t->dims[d] < 0) {
+      return fail(ACLNN_ERR_PARAM_INVALID, named(name, "dimension " + std::to_string(d) +
+                                                           " is negative (" +
+                                                           std::to_string(t->dims[d]) + ")"));
+    }
+    view->shape[d] = t->dims[d];
+    view->strides[d] = t->strides[d];
+    if (__builtin_mul_overflow(numel, t->dims[d], &numel)) numel = INT64_MAX;
+  }
+  if (numel > 0) {
+    // The view must lie inside its storage: offset + every reachable element
+    // offset in [0, product of storageDims).
+    int64_t storage = 1;
+    for (int64_t s : t->storage_dims) {
+      if (s < 0) return fail(ACLNN_ERR_PARAM_INVALID, named(name, "negative storage dimension"));
+      if (__builtin_mul_overflow(storage, s, &storage)) {
+        return fail(ACLNN_ERR_PARAM_INVALID, named(name, "storage size overflows 64 bits"));
+      }
+    }
+    int64_t lo = t->offset, hi = t->offset;
+    for (int d = 0; d < 4; ++d) {
+      int64_t reach = 0;
+      const int64_t s = t->strides[d];
+      const bool bad = s == INT64_MIN || __builtin_mul_overflow(t->dims[d] - 1, s < 0 ? -s : s, &reach) ||
+                       (s < 0 ? __builtin_sub_overflow(lo, reach, &lo) : __builtin_add_overflow(hi, reach, &hi));
+      if (bad) return fail(ACLNN_ERR_PARAM_INVALID, named(name, "strides overflow 64 bits"));
+    }
+    if (lo < 0 || hi >= storage) {
+      return fail(ACLNN_ERR_PARAM_INVALID,
+                  named(name, "view reaches elements " + std::to_string(lo) + ".." +
+                                  std::to_string(hi) + " outside its storage of " +
+                                  std::to_string(storage) + " elements"));
+    }
+    if (t->data == nullptr) {
+      return fail(ACLNN_ERR_PARAM_NULLPTR, named(name, "data is null"));
+    }
+    view->data = static_cast<char*>(t->data) + t->offset * static_cast<int64_t>(dtype_size(view->dtype));
+  } else {
+    view->data = t->data;
+  }
+  return ACLNN_SUCCESS;
+}
+
+aclnnStatus check_attrs(int64_t mode, int64_t padding, Options* options) {
+  if (mode < 0 || mode > 2) {
+    return fail(ACLNN_ERR_PARAM_INVALID, "interpolationMode: unknown value " + std::to_string(mode) +
+                                             " (expected 0 bilinear, 1 nearest or 2 bicubic)");
+  }
+  if (padding < 0 || padding > 2) {
+    return fail(ACLNN_ERR_PARAM_INVALID, "paddingMode: unknown value " + std::to_string(padding) +
+                                             " (expected 0 zeros, 1 border or 2 reflection)");
+  }
+  options->interpolation = static_cast<Interpolation>(mode);
+  options->padding = static_cast<Padding>(padding);
+  return ACLNN_SUCCESS;
+}
+
+// Registers a finished plan and hands it out.
+aclnnStatus issue(std::unique_ptr<aclOpExecutor> plan, uint64_t* workspace_size,
+                  aclOpExecutor** executor) {
+  *workspace_size = plan->workspace_bytes;
+  *executor = plan.release();
+  executors().add(*executor);
+  return ACLNN_SUCCESS;
+}
+
+// Phase two, shared by both operators.
+aclnnStatus execute(void* workspace, uint64_t workspace_size, aclOpExecutor* executor,
+                    aclrtStream stream, aclOpExecutor::Kind kind, const char* api) {
+  if (executor == nullptr) return fail(ACLNN_ERR_PARAM_NULLPTR, std::string(api) + ": executor is null");
+  // A live executor is consumed here, whatever happens next.
+  if (!executors().remove(executor)) {
+    return fail(ACLNN_ERR_PARAM_INVALID,
+                std::string(api) + ": executor is not live (already executed, or not from this library)");
+  }
+  std::unique_ptr<aclOpExecutor> plan(executor);
+  if (plan->kind != kind) {
+    return fail(ACLNN_ERR_PARAM_INVALID,
+                std::string(api) + ": executor was planned for the other grid sampler operator");
+  }
+  if (stream != nullptr && !streams().contains(stream)) {
+    return fail(ACLNN_ERR_PARAM_INVALID, std::string(api) + ": stream is not from aclrtCreateStream");
+  }
+  if (plan->workspace_bytes > 0) {
+    if (workspace == nullptr) {
+      return fail(ACLNN_ERR_PARAM_NULLPTR, "workspace: null but " +
+                                               std::to_string(plan->workspace_bytes) + " bytes are needed");
+    }
+    if (workspace_size < plan->workspace_bytes) {
+      return fail(ACLNN_ERR_PARAM_INVALID, "workspace: " + std::to_string(workspace_size) +
+                                               " bytes given, " + std::to_string(plan->workspace_bytes) +
+                                               " needed");
+    }
+    if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0) {
+      return fail(ACLNN_ERR_PARAM_INVALID, "workspace: must be aligned to 4 bytes");
+    }
+  }
+  const detail::Problem& p = plan->problem;
+  if (kind == aclOpExecutor::Kind::kForward) {
+    if (!p.empty()) cpu::forward_kernel(p)(p, plan->input, plan->grid, plan->out);
+  } else {
+    cpu::backward_kernel(p)(p, plan->grad, plan->input, plan->grid, plan->dx, plan->dgrid, workspace);
+  }
+  return ACLNN_SUCCESS;
+}
+
+}  // namespace
+}  // namespace gridsampler::aclnn
+
+using namespace gridsampler;        // NOLINT
+using namespace gridsampler::aclnn;  // NOLINT
+
+extern "C" {
+
+aclnnStatus aclnnGridSampler2DBackwardGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* input, const aclTensor* grid,
+    int64_t interpolationMode, int64_t paddingMode, bool alignCorners,
+    const aclBoolArray* outputMask, aclTensor* inputGrad, aclTensor* gridGrad,
+    uint64_t* workspaceSize, aclOpExecutor** executor) {
+  if (workspaceSize == nullptr) return fail(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize: pointer is null");
+  if (executor == nullptr) return fail(ACLNN_ERR_PARAM_NULLPTR, "executor: pointer is null");
+  auto plan = std::unique_ptr<aclOpExecutor>(new (std::nothrow) aclOpExecutor);
+  if (!plan) return fail(ACLNN_ERR_INNER, "executor: out of memory");
+  plan->kind = aclOpExecutor::Kind::kBackward;
+  Options options;
+  options.align_corners = alignCorners;
+  if (aclnnStatus s = check_attrs(interpolationMode, paddingMode, &options); s != ACLNN_SUCCESS) return s;
+  OutputMask mask;
+  if (outputMask != nullptr) {
+    if (!bool_arrays().contains(outputMask)) {
+      return fail(ACLNN_ERR_PARAM_INVALID, "outputMask: not a live bool array");
+    }
+    if (outputMask->values.size() != 2) {
+      return fail(ACLNN_ERR_PARAM_INVALID, "outputMask: expected 2 values, got " +
+                                               std::to_string(outputMask->values.size()));
+    }
+    mask = {outputMask->values[0], outputMask->values[1]};
+  }
+  MutableTensorView grad, in, gr;
+  if (aclnnStatus s = to_view("gradOutput", gradOutput, &grad); s != ACLNN_SUCCESS) return s;
+  if (aclnnStatus s = to_view("input", input, &in); s != ACLNN_SUCCESS) return s;
+  if (aclnnStatus s = to_view("grid", grid, &gr); s != ACLNN_SUCCESS) return s;
+  if (mask.input) {
+    if (aclnnStatus s = to_view("inputGrad", inputGrad, &plan->dx); s != ACLNN_SUCCESS) return s;
+  }
+  if (mask.grid) {
+    if (aclnnStatus s = to_view("gridGrad", gridGrad, &plan->dgrid); s != ACLNN_SUCCESS) return s;
+  }
+  plan->grad = grad;
+  plan->input = in;
+  plan->grid = gr;
+  Status st = detail::validate_backward(plan->grad, plan->input, plan->grid, plan->dx, plan->dgrid,
+                                        options, mask, &plan->problem);
+  if (!st.ok()) {
+    // The core names tensors as the C++ API does; say them as aclnn callers do.
+    std::string msg = st.message();
+    for (auto [from, to] : {std::pair{"grad:", "gradOutput:"}, std::pair{"dx:", "inputGrad:"},
+                            std::pair{"dgrid:", "gridGrad:"}}) {
+      if (msg.rfind(from, 0) == 0) msg = to + msg.substr(std::string(from).size());
+    }
+    return to_aclnn(Status(st.code(), msg));
+  }
+  plan->workspace_bytes = cpu::backward_workspace_bytes(plan->problem);
+  return issue(std::move(plan), workspaceSize, executor);
+}
+
+aclnnStatus aclnnGridSampler2DBackward(void* workspace, uint64_t workspaceSize,
+                                       aclOpExecutor* executor, aclrtStream stream) {
+  return execute(workspace, workspaceSize, executor, stream, aclOpExecutor::Kind::kBackward,
+                 "aclnnGridSampler2DBackward");
+}
+
+aclnnStatus aclnnGridSampler2DGetWorkspaceSize(const aclTensor* input, const aclTensor* grid,
+                                               int64_t interpolationMode, int64_t paddingMode,
+                                               bool alignCorners, aclTensor* out,
+                                               uint64_t* workspaceSize, aclOpExecutor** executor) {
+  if (workspaceSize == nullptr) return fail(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize: pointer is null");
+  if (executor == nullptr) return fail(ACLNN_ERR_PARAM_NULLPTR, "executor: pointer is null");
+  auto plan = std::unique_ptr<aclOpExecutor>(new (std::nothrow) aclOpExecutor);
+  if (!plan) return fail(ACLNN_ERR_INNER, "executor: out of memory");
+  plan->kind = aclOpExecutor::Kind::kForward;
+  Options options;
+  options.align_corners = alignCorners;
+  if (aclnnStatus s = check_attrs(interpolationMode, paddingMode, &options); s != ACLNN_SUCCESS) return s;
+  MutableTensorView in, gr;
+  if (aclnnStatus s = to_view("input", input, &in); s != ACLNN_SUCCESS) return s;
+  if (aclnnStatus s = to_view("grid", grid, &gr); s != ACLNN_SUCCESS) return s;
+  if (aclnnStatus s = to_view("out", out, &plan->out); s != ACLNN_SUCCESS) return s;
+  plan->input = in;
+  plan->grid = gr;
+  Status st = detail::validate_forward(plan->input, plan->grid, plan->out, options, &plan->problem);
+  if (!st.ok()) {
+    std::string msg = st.message();
+    if (msg.rfind("output:", 0) == 0) msg = "out:" + msg.substr(7);
+    return to_aclnn(Status(st.code(), msg));
+  }
+  plan->workspace_bytes = 0;
+  return issue(std::move(plan), workspaceSize, executor);
+}
+
+aclnnStatus aclnnGridSampler2D(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                               aclrtStream stream) {
+  return execute(workspace, workspaceSize, executor, stream, aclOpExecutor::Kind::kForward,
+                 "aclnnGridSampler2D");
+}
+
+}  // extern "C"

@@ -1,0 +1,75 @@
+// The objects behind the opaque aclnn handles, the registries that tell a
+// live handle from a freed or foreign one, and the thread's last error.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "acl/acl.h"
+#include "core/validate.hpp"
+#include "gridsampler/gridsampler.hpp"
+
+struct aclTensor {
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> storage_dims;
+  aclDataType dtype = ACL_DT_UNDEFINED;
+  aclFormat format = ACL_FORMAT_UNDEFINED;
+  int64_t offset = 0;
+  void* data = nullptr;
+};
+
+struct aclBoolArray {
+  std::vector<bool> values;
+};
+
+struct aclOpExecutor {
+  enum class Kind { kForward, kBackward } kind = Kind::kForward;
+  gridsampler::detail::Problem problem;
+  gridsampler::TensorView grad, input, grid;
+  gridsampler::MutableTensorView out, dx, dgrid;
+  uint64_t workspace_bytes = 0;
+};
+
+namespace gridsampler::aclnn {
+
+// A set of live handles of one kind. Every handle the library gives out is
+// registered; every handle it is given is looked up before use.
+template <class T>
+class Registry {
+ public:
+  void add(const T* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(p);
+  }
+  bool contains(const T* p) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.count(p) != 0;
+  }
+  // Removes p; false if it was not live.
+  bool remove(const T* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.erase(p) != 0;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_set<const T*> live_;
+};
+
+Registry<aclTensor>& tensors();
+Registry<aclBoolArray>& bool_arrays();
+Registry<aclOpExecutor>& executors();
+Registry<void>& streams();
+
+// Records `message` as the calling thread's last error and returns `code`.
+int fail(int code, const std::string& message);
+void clear_error();
+
+// A Status from the core as an aclnn status (message recorded).
+aclnnStatus to_aclnn(const Status& status);
+
+}  // namespace gridsampler::aclnn
