@@ -1,0 +1,622 @@
+// End-to-end tests of the `gridsampler` command-line tool: runs the built
+// binary (GS_CLI_PATH) on .npy files and checks the files it writes against
+// values computed independently here.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/half.hpp"
+#include "io/npy.hpp"
+
+namespace gridsampler {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "cli_test_XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) std::abort();
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  // Names of the files in the folder.
+  std::set<std::string> files() const {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(path_)) out.insert(e.path().filename().string());
+    return out;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+struct Result {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the tool with `args`; stdout and stderr are captured in files outside
+// `dir` so that tests can check which files the tool created.
+Result run(const std::vector<std::string>& args) {
+  static TempDir capture;
+  const std::string out = capture.file("stdout");
+  const std::string err = capture.file("stderr");
+  std::string cmd = quote(GS_CLI_PATH);
+  for (const std::string& a : args) cmd.append(" ").append(quote(a));
+  cmd.append(" >").append(quote(out)).append(" 2>").append(quote(err));
+  const int raw = std::system(cmd.c_str());
+  Result r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
+}
+
+// Checks the error contract: exit status 2, exactly one line on stderr that
+// starts with "gridsampler: error: " and contains `what`, nothing on stdout.
+void expect_error(const Result& r, const std::string& what) {
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("gridsampler: error: ", 0), 0u) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.back(), '\n');
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(what), std::string::npos) << "stderr: " << r.err << "expected: " << what;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+void save(const std::string& path, DType dtype, std::vector<int64_t> shape, const std::vector<double>& values) {
+  npy::Array a;
+  a.dtype = dtype;
+  a.shape = std::move(shape);
+  ASSERT_EQ(static_cast<std::size_t>(a.numel()), values.size());
+  const std::size_t size = dtype == DType::kFloat64 ? 8 : dtype == DType::kFloat32 ? 4 : 2;
+  a.data.resize(values.size() * size);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::byte* p = a.data.data() + i * size;
+    if (dtype == DType::kFloat64) {
+      std::memcpy(p, &values[i], 8);
+    } else if (dtype == DType::kFloat32) {
+      const float f = static_cast<float>(values[i]);
+      ASSERT_EQ(static_cast<double>(f), values[i]) << "test value not exact in float32";
+      std::memcpy(p, &f, 4);
+    } else {
+      const Half h = half_from_double(values[i]);
+      ASSERT_EQ(half_to_double(h), values[i]) << "test value not exact in float16";
+      std::memcpy(p, &h.bits, 2);
+    }
+  }
+  const Status s = npy::write(path, a);
+  ASSERT_TRUE(s.ok()) << s.message();
+}
+
+struct Loaded {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+};
+
+Loaded load(const std::string& path) {
+  npy::Array a;
+  const Status s = npy::read(path, &a);
+  EXPECT_TRUE(s.ok()) << s.message();
+  Loaded l;
+  l.dtype = a.dtype;
+  l.shape = a.shape;
+  const int64_t n = s.ok() ? a.numel() : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::byte* p = a.data.data();
+    const auto k = static_cast<std::size_t>(i);
+    if (a.dtype == DType::kFloat64) {
+      double d;
+      std::memcpy(&d, p + 8 * k, 8);
+      l.values.push_back(d);
+    } else if (a.dtype == DType::kFloat32) {
+      float f;
+      std::memcpy(&f, p + 4 * k, 4);
+      l.values.push_back(f);
+    } else {
+      Half h;
+      std::memcpy(&h.bits, p + 2 * k, 2);
+      l.values.push_back(half_to_double(h));
+    }
+  }
+  return l;
+}
+
+// An align_corners identity grid (N, H, W, 2): sample point (h, w) is the
+// centre of pixel (h, w). With H-1 and W-1 powers of two every coordinate is
+// exact in every dtype.
+std::vector<double> identity_grid(int64_t n, int64_t h, int64_t w) {
+  std::vector<double> g;
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < h; ++i) {
+      for (int64_t j = 0; j < w; ++j) {
+        g.push_back(-1.0 + 2.0 * static_cast<double>(j) / static_cast<double>(w - 1));
+        g.push_back(-1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(h - 1));
+      }
+    }
+  }
+  return g;
+}
+
+std::vector<double> ramp_values(std::size_t n, double scale, double offset) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * static_cast<double>(i % 37) + offset;
+  return v;
+}
+
+// ---------------------------------------------------------------------------
+// Forward.
+
+class cliForwardIdentity : public ::testing::TestWithParam<DType> {};
+
+TEST_P(cliForwardIdentity, AlignCornersIdentityGridReturnsInput) {
+  TempDir dir;
+  const DType dtype = GetParam();
+  const std::vector<double> x = ramp_values(2 * 3 * 3 * 5, 0.25, -2.0);
+  save(dir.file("x.npy"), dtype, {2, 3, 3, 5}, x);
+  save(dir.file("g.npy"), dtype, {2, 3, 5, 2}, identity_grid(2, 3, 5));
+  const Result r = run({"forward", "--input", dir.file("x.npy"), "--grid", dir.file("g.npy"), "--out",
+                        dir.file("y.npy"), "--align-corners"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  const Loaded y = load(dir.file("y.npy"));
+  EXPECT_EQ(y.dtype, dtype);
+  EXPECT_EQ(y.shape, (std::vector<int64_t>{2, 3, 3, 5}));
+  EXPECT_EQ(y.values, x);
+}
+
+INSTANTIATE_TEST_SUITE_P(dtypes, cliForwardIdentity,
+                         ::testing::Values(DType::kFloat16, DType::kFloat32, DType::kFloat64),
+                         [](const ::testing::TestParamInfo<DType>& param_info) {
+                           return param_info.param == DType::kFloat16   ? std::string("float16")
+                                  : param_info.param == DType::kFloat32 ? std::string("float32")
+                                                                  : std::string("float64");
+                         });
+
+// A 2x2 image [[1, 2], [3, 4]] sampled at four points (align_corners off:
+// x = -0.5 is the centre of column 0, x = 0.5 of column 1, x = 0 the middle,
+// x = 2 is 2.5 pixels in, past the right edge).
+struct SampleCase {
+  std::vector<std::string> flags;
+  std::vector<double> expected;
+};
+
+TEST(cliForward, KnownValuesForEveryMode) {
+  TempDir dir;
+  save(dir.file("x.npy"), DType::kFloat64, {1, 1, 2, 2}, {1, 2, 3, 4});
+  save(dir.file("g.npy"), DType::kFloat64, {1, 1, 4, 2}, {0, 0, -0.5, -0.5, 0.5, -0.5, 2.0, -0.5});
+  // Bicubic at the middle of a 2x2 image with zero padding: the taps at -1
+  // and 2 read zeros, and the inner taps weigh ((A+2)t - (A+3))t^2 + 1 at
+  // t = 0.5, A = -0.75, i.e. 0.59375 in each direction.
+  const double bicubic_mid = 0.59375 * 0.59375 * (1 + 2 + 3 + 4);
+  const std::vector<SampleCase> cases = {
+      {{}, {2.5, 1, 2, 0}},
+      {{"--mode", "bilinear", "--padding", "zeros"}, {2.5, 1, 2, 0}},
+      {{"--padding", "border"}, {2.5, 1, 2, 2}},
+      // 2.5 reflects about 1.5 (the outer edge) to 0.5: between 1 and 2.
+      {{"--padding", "reflection"}, {2.5, 1, 2, 1.5}},
+      // Ties round to even: 0.5 -> 0.
+      {{"--mode", "nearest"}, {1, 1, 2, 0}},
+      // At x = 2 (ix = 2.5) only the tap at column 1 is inside, weight
+      // ((A t - 5A) t + 8A) t - 4A at t = 1.5, i.e. -0.09375.
+      {{"--mode", "bicubic"}, {bicubic_mid, 1, 2, -0.09375 * 2}},
+  };
+  for (const SampleCase& c : cases) {
+    std::vector<std::string> args = {"forward", "--input", dir.file("x.npy"), "--grid", dir.file("g.npy"),
+                                     "--out", dir.file("y.npy")};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const Result r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const Loaded y = load(dir.file("y.npy"));
+    EXPECT_EQ(y.shape, (std::vector<int64_t>{1, 1, 1, 4}));
+    ASSERT_EQ(y.values.size(), 4u);
+    for (std::size_t i = 0; i < 4; ++i) {
+      EXPECT_NEAR(y.values[i], c.expected[i], 1e-12) << "point " << i << " flags " << ::testing::PrintToString(c.flags);
+    }
+  }
+}
+
+// --dtype converts every input with a single rounding from its file dtype.
+// 1 + 2^-8 + 2^-30 rounds to bfloat16 1 + 2^-7 directly, but to 1 through
+// float32 (which drops 2^-30 and leaves a tie that rounds to even).
+TEST(cliForward, DtypeConversionRoundsOnce) {
+  TempDir dir;
+  const double bf_case = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
+  const double f16_case = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
+  const std::vector<double> x = {bf_case, f16_case, -bf_case, 0.1, 3.0, -7.75};
+  save(dir.file("x.npy"), DType::kFloat64, {1, 1, 2, 3}, x);
+  save(dir.file("g.npy"), DType::kFloat64, {1, 2, 3, 2}, identity_grid(1, 2, 3));
+
+  const Result bf = run({"forward", "--input", dir.file("x.npy"), "--grid", dir.file("g.npy"), "--out",
+                         dir.file("bf.npy"), "--align-corners", "--dtype", "bf16"});
+  ASSERT_EQ(bf.status, 0) << bf.err;
+  const Loaded ybf = load(dir.file("bf.npy"));
+  EXPECT_EQ(ybf.dtype, DType::kFloat32);  // bfloat16 widened to float32 in the file
+  ASSERT_EQ(ybf.values.size(), x.size());
+  EXPECT_EQ(ybf.values[0], 1.0078125);
+  EXPECT_EQ(ybf.values[2], -1.0078125);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(ybf.values[i], bfloat16_to_double(bfloat16_from_double(x[i]))) << i;
+  }
+
+  const Result h = run({"forward", "--input", dir.file("x.npy"), "--grid", dir.file("g.npy"), "--out",
+                        dir.file("h.npy"), "--align-corners", "--dtype", "float16"});
+  ASSERT_EQ(h.status, 0) << h.err;
+  const Loaded yh = load(dir.file("h.npy"));
+  EXPECT_EQ(yh.dtype, DType::kFloat16);
+  ASSERT_EQ(yh.values.size(), x.size());
+  EXPECT_EQ(yh.values[1], 1.0 + std::ldexp(1.0, -10));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(yh.values[i], half_to_double(half_from_double(x[i]))) << i;
+  }
+
+  const Result f = run({"forward", "--input", dir.file("x.npy"), "--grid", dir.file("g.npy"), "--out",
+                        dir.file("f.npy"), "--align-corners", "--dtype", "f32"});
+  ASSERT_EQ(f.status, 0) << f.err;
+  const Loaded yf = load(dir.file("f.npy"));
+  EXPECT_EQ(yf.dtype, DType::kFloat32);
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(yf.values[i], static_cast<double>(static_cast<float>(x[i])));
+}
+
+TEST(cliForward, MixedDtypesNeedDtypeFlag) {
+  TempDir dir;
+  save(dir.file("x.npy"), DType::kFloat32, {1, 1, 2, 2}, {1, 2, 3, 4});
+  save(dir.file("g.npy"), DType::kFloat64, {1, 1, 1, 2}, {0, 0});
+  const std::vector<std::string> base = {"forward", "--input", dir.file("x.npy"), "--grid", dir.file("g.npy"),
+                                         "--out", dir.file("y.npy")};
+  expect_error(run(base), "mixed dtypes: input is float32, grid is float64");
+  EXPECT_EQ(dir.files(), (std::set<std::string>{"x.npy", "g.npy"}));
+  std::vector<std::string> with = base;
+  with.insert(with.end(), {"--dtype", "f64"});
+  const Result r = run(with);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Loaded y = load(dir.file("y.npy"));
+  EXPECT_EQ(y.dtype, DType::kFloat64);
+  EXPECT_EQ(y.values, (std::vector<double>{2.5}));
+}
+
+// ---------------------------------------------------------------------------
+// Backward.
+
+TEST(cliBackward, IdentityGridDxEqualsGrad) {
+  TempDir dir;
+  const std::vector<double> x = ramp_values(2 * 3 * 3 * 5, 0.5, 1.0);
+  const std::vector<double> go = ramp_values(2 * 3 * 3 * 5, -0.125, 2.0);
+  save(dir.file("x.npy"), DType::kFloat32, {2, 3, 3, 5}, x);
+  save(dir.file("go.npy"), DType::kFloat32, {2, 3, 3, 5}, go);
+  save(dir.file("g.npy"), DType::kFloat32, {2, 3, 5, 2}, identity_grid(2, 3, 5));
+  const Result r = run({"backward", "--grad", dir.file("go.npy"), "--input", dir.file("x.npy"), "--grid",
+                        dir.file("g.npy"), "--dx", dir.file("dx.npy"), "--dgrid", dir.file("dg.npy"),
+                        "--align-corners"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Loaded dx = load(dir.file("dx.npy"));
+  EXPECT_EQ(dx.dtype, DType::kFloat32);
+  EXPECT_EQ(dx.shape, (std::vector<int64_t>{2, 3, 3, 5}));
+  EXPECT_EQ(dx.values, go);
+  const Loaded dg = load(dir.file("dg.npy"));
+  EXPECT_EQ(dg.dtype, DType::kFloat32);
+  EXPECT_EQ(dg.shape, (std::vector<int64_t>{2, 3, 5, 2}));
+}
+
+// Image v[c](h, w) = a_c w + b_c h + k_c: bilinear interpolation of a linear
+// function is exact, so inside the image the output is a_c ix + b_c iy + k_c
+// and d out / d ix = a_c, d out / d iy = b_c. With align_corners off,
+// ix = ((x + 1) W - 1) / 2, so dgrid = (W/2 sum_c g a_c, H/2 sum_c g b_c).
+class cliRampBackward : public ::testing::Test {
+ protected:
+  static constexpr int64_t kC = 2, kH = 4, kW = 6, kHo = 2, kWo = 3;
+  const std::vector<double> a_ = {0.5, -1.25};
+  const std::vector<double> b_ = {2.0, 0.75};
+  const std::vector<double> k_ = {0.25, -3.0};
+  const std::vector<double> gx_ = {-0.55, 0.05, 0.6};  // ix = 0.85, 2.65, 4.3
+  const std::vector<double> gy_ = {-0.4, 0.35};        // iy = 0.7, 2.2
+  std::vector<double> x_, grid_, go_;
+  TempDir dir_;
+
+  void SetUp() override {
+    for (int64_t c = 0; c < kC; ++c) {
+      for (int64_t h = 0; h < kH; ++h) {
+        for (int64_t w = 0; w < kW; ++w) {
+          x_.push_back(a_[c] * static_cast<double>(w) + b_[c] * static_cast<double>(h) + k_[c]);
+        }
+      }
+    }
+    for (int64_t h = 0; h < kHo; ++h) {
+      for (int64_t w = 0; w < kWo; ++w) {
+        grid_.push_back(gx_[w]);
+        grid_.push_back(gy_[h]);
+      }
+    }
+    for (int64_t i = 0; i < kC * kHo * kWo; ++i) go_.push_back(0.5 + 0.25 * static_cast<double>(i) * (i % 2 ? -1 : 1));
+    save(dir_.file("x.npy"), DType::kFloat64, {1, kC, kH, kW}, x_);
+    save(dir_.file("g.npy"), DType::kFloat64, {1, kHo, kWo, 2}, grid_);
+    save(dir_.file("go.npy"), DType::kFloat64, {1, kC, kHo, kWo}, go_);
+  }
+
+  double ix(int64_t w) const { return ((gx_[w] + 1) * kW - 1) / 2; }
+  double iy(int64_t h) const { return ((gy_[h] + 1) * kH - 1) / 2; }
+
+  std::vector<double> expected_dgrid() const {
+    std::vector<double> dg;
+    for (int64_t h = 0; h < kHo; ++h) {
+      for (int64_t w = 0; w < kWo; ++w) {
+        double sx = 0, sy = 0;
+        for (int64_t c = 0; c < kC; ++c) {
+          const double g = go_[(c * kHo + h) * kWo + w];
+          sx += g * a_[c];
+          sy += g * b_[c];
+        }
+        dg.push_back(sx * kW / 2.0);
+        dg.push_back(sy * kH / 2.0);
+      }
+    }
+    return dg;
+  }
+
+  // dx by scattering each gradient to the four neighbours with the
+  // bilinear weights (all neighbours are inside the image here).
+  std::vector<double> expected_dx() const {
+    std::vector<double> dx(static_cast<std::size_t>(kC * kH * kW), 0.0);
+    for (int64_t c = 0; c < kC; ++c) {
+      for (int64_t h = 0; h < kHo; ++h) {
+        for (int64_t w = 0; w < kWo; ++w) {
+          const double g = go_[(c * kHo + h) * kWo + w];
+          const auto x0 = static_cast<int64_t>(std::floor(ix(w)));
+          const auto y0 = static_cast<int64_t>(std::floor(iy(h)));
+          const double tx = ix(w) - static_cast<double>(x0), ty = iy(h) - static_cast<double>(y0);
+          const auto at = [&](int64_t yy, int64_t xx) -> double& { return dx[(c * kH + yy) * kW + xx]; };
+          at(y0, x0) += g * (1 - tx) * (1 - ty);
+          at(y0, x0 + 1) += g * tx * (1 - ty);
+          at(y0 + 1, x0) += g * (1 - tx) * ty;
+          at(y0 + 1, x0 + 1) += g * tx * ty;
+        }
+      }
+    }
+    return dx;
+  }
+
+  std::vector<std::string> args(std::vector<std::string> extra) const {
+    std::vector<std::string> a = {"backward", "--grad", dir_.file("go.npy"), "--input", dir_.file("x.npy"),
+                                  "--grid", dir_.file("g.npy")};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+};
+
+void expect_all_near(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+
+TEST_F(cliRampBackward, ForwardIsTheRamp) {
+  const Result r = run({"forward", "--input", dir_.file("x.npy"), "--grid", dir_.file("g.npy"), "--out",
+                        dir_.file("y.npy")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<double> want;
+  for (int64_t c = 0; c < kC; ++c) {
+    for (int64_t h = 0; h < kHo; ++h) {
+      for (int64_t w = 0; w < kWo; ++w) want.push_back(a_[c] * ix(w) + b_[c] * iy(h) + k_[c]);
+    }
+  }
+  expect_all_near(load(dir_.file("y.npy")).values, want, 1e-12);
+}
+
+TEST_F(cliRampBackward, DgridIsTheRampSlope) {
+  const Result r = run(args({"--dx", dir_.file("dx.npy"), "--dgrid", dir_.file("dg.npy")}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Loaded dg = load(dir_.file("dg.npy"));
+  EXPECT_EQ(dg.dtype, DType::kFloat64);
+  EXPECT_EQ(dg.shape, (std::vector<int64_t>{1, kHo, kWo, 2}));
+  expect_all_near(dg.values, expected_dgrid(), 1e-12);
+  const Loaded dx = load(dir_.file("dx.npy"));
+  EXPECT_EQ(dx.shape, (std::vector<int64_t>{1, kC, kH, kW}));
+  expect_all_near(dx.values, expected_dx(), 1e-12);
+}
+
+TEST_F(cliRampBackward, NoDxWritesOnlyDgrid) {
+  // --dx may be given with --no-dx; it is then ignored.
+  const Result r = run(args({"--no-dx", "--dx", dir_.file("dx.npy"), "--dgrid", dir_.file("dg.npy")}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir_.file("dx.npy")));
+  expect_all_near(load(dir_.file("dg.npy")).values, expected_dgrid(), 1e-12);
+  // Without --dx at all.
+  fs::remove(dir_.file("dg.npy"));
+  const Result r2 = run(args({"--no-dx", "--dgrid", dir_.file("dg.npy")}));
+  ASSERT_EQ(r2.status, 0) << r2.err;
+  EXPECT_EQ(dir_.files(), (std::set<std::string>{"x.npy", "g.npy", "go.npy", "dg.npy"}));
+  expect_all_near(load(dir_.file("dg.npy")).values, expected_dgrid(), 1e-12);
+}
+
+TEST_F(cliRampBackward, NoDgridWritesOnlyDx) {
+  const Result r = run(args({"--no-dgrid", "--dx", dir_.file("dx.npy")}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(dir_.files(), (std::set<std::string>{"x.npy", "g.npy", "go.npy", "dx.npy"}));
+  expect_all_near(load(dir_.file("dx.npy")).values, expected_dx(), 1e-12);
+}
+
+TEST_F(cliRampBackward, ErrorsWriteNothing) {
+  const std::set<std::string> inputs = {"x.npy", "g.npy", "go.npy"};
+  const std::string dx = dir_.file("dx.npy"), dg = dir_.file("dg.npy");
+  expect_error(run(args({"--no-dx", "--no-dgrid"})), "--no-dx and --no-dgrid");
+  expect_error(run(args({"--dgrid", dg})), "--dx is required");
+  expect_error(run(args({"--dx", dx})), "--dgrid is required");
+  expect_error(run(args({"--dx", dx, "--dgrid", dx})), "same file");
+  expect_error(run(args({"--dx", dx, "--dgrid", dg, "--padding", "mirror"})), "--padding: unknown padding 'mirror'");
+  // The second output cannot be written: the first is removed again.
+  expect_error(run(args({"--dx", dx, "--dgrid", dir_.file("no/such/folder/dg.npy")})), "no/such/folder/dg.npy: ");
+  EXPECT_EQ(dir_.files(), inputs);
+  // grad of the wrong shape: the library's message.
+  save(dir_.file("bad_go.npy"), DType::kFloat64, {1, kC, kHo, kWo + 1},
+       std::vector<double>(static_cast<std::size_t>(kC * kHo * (kWo + 1)), 1.0));
+  const Result r = run({"backward", "--grad", dir_.file("bad_go.npy"), "--input", dir_.file("x.npy"), "--grid",
+                        dir_.file("g.npy"), "--dx", dx, "--dgrid", dg});
+  expect_error(r, "grad: ");
+  EXPECT_EQ(dir_.files(), (std::set<std::string>{"x.npy", "g.npy", "go.npy", "bad_go.npy"}));
+}
+
+// ---------------------------------------------------------------------------
+// Errors of forward and of argument parsing.
+
+class cliErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    save(dir_.file("x.npy"), DType::kFloat32, {1, 1, 2, 2}, {1, 2, 3, 4});
+    save(dir_.file("g.npy"), DType::kFloat32, {1, 1, 1, 2}, {0, 0});
+  }
+  std::vector<std::string> forward(std::vector<std::string> extra) const {
+    std::vector<std::string> a = {"forward", "--input", dir_.file("x.npy"), "--grid", dir_.file("g.npy"), "--out",
+                                  dir_.file("y.npy")};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  void expect_nothing_written() const { EXPECT_EQ(dir_.files(), files_); }
+  TempDir dir_;
+  std::set<std::string> files_ = {"x.npy", "g.npy"};
+};
+
+TEST_F(cliErrors, UnknownFlag) {
+  expect_error(run(forward({"--bogus"})), "--bogus");
+  expect_error(run({"forward", "--bogus"}), "--bogus");  // reported before missing required options
+  expect_error(run({"--bogus"}), "--bogus");
+  expect_error(run(forward({"extra-positional"})), "extra-positional");
+  expect_nothing_written();
+}
+
+TEST_F(cliErrors, BadArguments) {
+  expect_error(run({}), "subcommand");
+  expect_error(run({"transform"}), "transform");
+  expect_error(run({"forward", "--input", dir_.file("x.npy"), "--out", dir_.file("y.npy")}), "--grid");
+  expect_error(run(forward({"--mode", "linear"})), "--mode: unknown interpolation 'linear'");
+  expect_error(run(forward({"--padding", "wrap"})), "--padding: unknown padding 'wrap'");
+  expect_error(run(forward({"--dtype", "f8"})), "--dtype: unknown dtype 'f8'");
+  expect_error(run(forward({"--mode"})), "--mode");
+  expect_nothing_written();
+}
+
+TEST_F(cliErrors, MissingFile) {
+  const std::string missing = dir_.file("missing.npy");
+  expect_error(run({"forward", "--input", missing, "--grid", dir_.file("g.npy"), "--out", dir_.file("y.npy")}),
+               missing + ": cannot open: " + std::strerror(ENOENT));
+  expect_nothing_written();
+}
+
+TEST_F(cliErrors, UnsupportedFileDtype) {
+  const std::string path = dir_.file("big.npy");
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  std::string header = "{'descr': '>f4', 'fortran_order': False, 'shape': (1, 1, 2, 2), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  bytes += static_cast<char>(header.size());
+  bytes += '\0';
+  bytes += header + std::string(16, '\0');
+  std::ofstream(path, std::ios::binary) << bytes;
+  files_.insert("big.npy");
+  expect_error(run({"forward", "--input", path, "--grid", dir_.file("g.npy"), "--out", dir_.file("y.npy")}),
+               path + ": unsupported dtype '>f4' (big-endian)");
+  expect_nothing_written();
+}
+
+TEST_F(cliErrors, GridLastDimensionThree) {
+  save(dir_.file("g3.npy"), DType::kFloat32, {1, 1, 1, 3}, {0, 0, 0});
+  files_.insert("g3.npy");
+  expect_error(run({"forward", "--input", dir_.file("x.npy"), "--grid", dir_.file("g3.npy"), "--out",
+                    dir_.file("y.npy")}),
+               "grid: last dimension must be 2, got 3");
+  expect_nothing_written();
+}
+
+TEST_F(cliErrors, WrongRank) {
+  save(dir_.file("g_rank3.npy"), DType::kFloat32, {1, 1, 2}, {0, 0});
+  save(dir_.file("x_rank5.npy"), DType::kFloat32, {1, 1, 1, 2, 2}, {1, 2, 3, 4});
+  files_.insert({"g_rank3.npy", "x_rank5.npy"});
+  expect_error(run({"forward", "--input", dir_.file("x.npy"), "--grid", dir_.file("g_rank3.npy"), "--out",
+                    dir_.file("y.npy")}),
+               "grid: expected 4 dimensions, got 3");
+  expect_error(run({"forward", "--input", dir_.file("x_rank5.npy"), "--grid", dir_.file("g.npy"), "--out",
+                    dir_.file("y.npy")}),
+               "input: expected 4 dimensions, got 5");
+  expect_nothing_written();
+}
+
+TEST_F(cliErrors, MismatchedBatch) {
+  save(dir_.file("g2.npy"), DType::kFloat32, {2, 1, 1, 2}, {0, 0, 0, 0});
+  files_.insert("g2.npy");
+  expect_error(run({"forward", "--input", dir_.file("x.npy"), "--grid", dir_.file("g2.npy"), "--out",
+                    dir_.file("y.npy")}),
+               "grid: batch size 2 does not match input's 1");
+  expect_nothing_written();
+}
+
+TEST_F(cliErrors, UnwritableOutput) {
+  const std::string out = dir_.file("missing_dir/y.npy");
+  expect_error(run({"forward", "--input", dir_.file("x.npy"), "--grid", dir_.file("g.npy"), "--out", out}),
+               out + ": ");
+  expect_nothing_written();
+}
+
+// ---------------------------------------------------------------------------
+// Help and version.
+
+TEST(cliHelp, HelpAndVersionExitZero) {
+  const Result top = run({"--help"});
+  EXPECT_EQ(top.status, 0);
+  EXPECT_TRUE(top.err.empty()) << top.err;
+  EXPECT_NE(top.out.find("forward"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("backward"), std::string::npos) << top.out;
+
+  const Result fwd = run({"forward", "--help"});
+  EXPECT_EQ(fwd.status, 0);
+  EXPECT_TRUE(fwd.err.empty()) << fwd.err;
+  EXPECT_NE(fwd.out.find("--align-corners"), std::string::npos) << fwd.out;
+  EXPECT_NE(fwd.out.find("widened (exactly) to float32"), std::string::npos) << fwd.out;
+
+  const Result bwd = run({"backward", "-h"});
+  EXPECT_EQ(bwd.status, 0);
+  EXPECT_NE(bwd.out.find("--no-dgrid"), std::string::npos) << bwd.out;
+
+  const Result version = run({"--version"});
+  EXPECT_EQ(version.status, 0);
+  EXPECT_TRUE(version.err.empty());
+  EXPECT_EQ(version.out.rfind("gridsampler ", 0), 0u) << version.out;
+  EXPECT_EQ(std::count(version.out.begin(), version.out.end(), '\n'), 1);
+}
+
+}  // namespace
+}  // namespace gridsampler

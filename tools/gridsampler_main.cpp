@@ -1,0 +1,504 @@
+// gridsampler: command-line front end of the library, .npy files in and out.
+//
+//   gridsampler forward  --input X.npy --grid G.npy --out Y.npy [options]
+//   gridsampler backward --grad GO.npy --input X.npy --grid G.npy
+//                        --dx DX.npy --dgrid DG.npy [options] [--no-dx] [--no-dgrid]
+//   gridsampler --version
+//
+// Exit status 0 on success, 2 on any error (including bad arguments); an
+// error prints exactly one line, "gridsampler: error: <what>", on stderr and
+// writes no output file: everything is computed before the first output is
+// written, and an output already written is removed if a later one fails.
+//
+// Each subcommand is one add_<name>_command() function that registers its
+// options and returns the function that runs it; main() only parses and
+// dispatches.
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/half.hpp"
+#include "gridsampler/gridsampler.hpp"
+#include "io/npy.hpp"
+
+#ifndef GRIDSAMPLER_VERSION
+#define GRIDSAMPLER_VERSION "unknown"
+#endif
+
+namespace gs = gridsampler;
+
+namespace {
+
+constexpr int kExitError = 2;
+
+gs::Status error(std::string message) {
+  return gs::Status(gs::StatusCode::kInvalidArgument, std::move(message));
+}
+
+// Prints the one error line and returns the exit status for errors.
+int report_error(std::string_view message) {
+  std::string line(message);
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  std::cerr << "gridsampler: error: " << line << '\n' << std::flush;
+  return kExitError;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) s += ",";
+  return s + ")";
+}
+
+// ---------------------------------------------------------------------------
+// Tensors: a dense NCHW-ordered (C order) 4-D array in one dtype.
+
+struct Tensor {
+  std::string name;  // "input", "grid", ... as used in messages
+  gs::DType dtype = gs::DType::kFloat32;
+  gs::Shape4 shape{};
+  std::vector<std::byte> data;
+
+  gs::TensorView view() const { return gs::TensorView::contiguous(data.data(), dtype, shape); }
+  gs::MutableTensorView mutable_view() {
+    return gs::MutableTensorView::contiguous(data.data(), dtype, shape);
+  }
+};
+
+int64_t numel(const gs::Shape4& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+double load_as_double(const std::byte* p, gs::DType dtype) {
+  switch (dtype) {
+    case gs::DType::kFloat16: {
+      gs::Half h;
+      std::memcpy(&h.bits, p, 2);
+      return gs::half_to_double(h);
+    }
+    case gs::DType::kBFloat16: {
+      gs::BFloat16 b;
+      std::memcpy(&b.bits, p, 2);
+      return gs::bfloat16_to_double(b);
+    }
+    case gs::DType::kFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case gs::DType::kFloat64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+  }
+  return 0.0;
+}
+
+// double -> float, rounded to nearest even, without the undefined behaviour
+// of a C++ conversion of an out-of-range value.
+float float_from_double(double v) {
+  const double a = std::fabs(v);
+  const float sign = std::signbit(v) ? -1.0f : 1.0f;
+  // Halfway between FLT_MAX and 2^128: from there on (ties to even) it is Inf.
+  constexpr double kOverflow = 0x1.ffffffp127;
+  if (a >= kOverflow) return std::copysign(std::numeric_limits<float>::infinity(), sign);
+  if (a > std::numeric_limits<float>::max()) return std::copysign(std::numeric_limits<float>::max(), sign);
+  return static_cast<float>(v);  // NaN included
+}
+
+void store_from_double(double v, std::byte* p, gs::DType dtype) {
+  switch (dtype) {
+    case gs::DType::kFloat16: {
+      const gs::Half h = gs::half_from_double(v);
+      std::memcpy(p, &h.bits, 2);
+      return;
+    }
+    case gs::DType::kBFloat16: {
+      const gs::BFloat16 b = gs::bfloat16_from_double(v);
+      std::memcpy(p, &b.bits, 2);
+      return;
+    }
+    case gs::DType::kFloat32: {
+      const float f = float_from_double(v);
+      std::memcpy(p, &f, 4);
+      return;
+    }
+    case gs::DType::kFloat64:
+      std::memcpy(p, &v, 8);
+      return;
+  }
+}
+
+// Allocates a tensor of `shape` and `dtype`, checking the size first.
+gs::Status allocate(const std::string& name, const gs::Shape4& shape, gs::DType dtype, Tensor* out) {
+  uint64_t bytes = gs::dtype_size(dtype);
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+      return error(name + ": shape too large");
+    }
+  }
+  if (bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return error(name + ": shape too large");
+  out->name = name;
+  out->dtype = dtype;
+  out->shape = shape;
+  try {
+    out->data.assign(static_cast<std::size_t>(bytes), std::byte{0});
+  } catch (const std::bad_alloc&) {
+    return gs::Status(gs::StatusCode::kInternal,
+                      name + ": out of memory allocating " + std::to_string(bytes) + " bytes");
+  } catch (const std::length_error&) {
+    return gs::Status(gs::StatusCode::kInternal,
+                      name + ": out of memory allocating " + std::to_string(bytes) + " bytes");
+  }
+  return gs::Status::Ok();
+}
+
+// Reads a 4-D tensor from a .npy file.
+gs::Status load(const std::string& name, const std::string& path, Tensor* out) {
+  gs::npy::Array array;
+  if (gs::Status s = gs::npy::read(path, &array); !s.ok()) return s;
+  if (array.shape.size() != 4) {
+    return error(name + ": expected 4 dimensions, got " + std::to_string(array.shape.size()) + " (" + path +
+                 " has shape " + shape_string(array.shape) + ")");
+  }
+  out->name = name;
+  out->dtype = array.dtype;
+  for (int i = 0; i < 4; ++i) out->shape[static_cast<std::size_t>(i)] = array.shape[static_cast<std::size_t>(i)];
+  out->data = std::move(array.data);
+  return gs::Status::Ok();
+}
+
+// Converts `t` to `dtype` in place, one rounding per element (via double,
+// which holds every value of every source dtype exactly).
+gs::Status convert(Tensor* t, gs::DType dtype) {
+  if (t->dtype == dtype) return gs::Status::Ok();
+  Tensor converted;
+  if (gs::Status s = allocate(t->name, t->shape, dtype, &converted); !s.ok()) return s;
+  const std::size_t in_size = gs::dtype_size(t->dtype);
+  const std::size_t out_size = gs::dtype_size(dtype);
+  const int64_t n = numel(t->shape);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = load_as_double(t->data.data() + static_cast<std::size_t>(i) * in_size, t->dtype);
+    store_from_double(v, converted.data.data() + static_cast<std::size_t>(i) * out_size, dtype);
+  }
+  *t = std::move(converted);
+  return gs::Status::Ok();
+}
+
+// Picks the compute dtype: the one requested, to which every tensor is then
+// converted, or else the one all tensors share.
+gs::Status unify_dtypes(const std::vector<Tensor*>& tensors, std::optional<gs::DType> requested,
+                        gs::DType* compute) {
+  if (requested) {
+    for (Tensor* t : tensors) {
+      if (gs::Status s = convert(t, *requested); !s.ok()) return s;
+    }
+    *compute = *requested;
+    return gs::Status::Ok();
+  }
+  const Tensor* first = tensors.front();
+  for (const Tensor* t : tensors) {
+    if (t->dtype != first->dtype) {
+      return error("mixed dtypes: " + first->name + " is " + std::string(gs::to_string(first->dtype)) + ", " +
+                   t->name + " is " + std::string(gs::to_string(t->dtype)) +
+                   " (give --dtype to convert them all to one)");
+    }
+  }
+  *compute = first->dtype;
+  return gs::Status::Ok();
+}
+
+// The .npy form of a result: bfloat16 (which .npy lacks) is widened exactly
+// to float32.
+gs::npy::Array to_npy(Tensor&& t) {
+  gs::npy::Array array;
+  array.shape.assign(t.shape.begin(), t.shape.end());
+  if (t.dtype != gs::DType::kBFloat16) {
+    array.dtype = t.dtype;
+    array.data = std::move(t.data);
+    return array;
+  }
+  array.dtype = gs::DType::kFloat32;
+  const int64_t n = numel(t.shape);
+  array.data.resize(static_cast<std::size_t>(n) * 4);
+  for (int64_t i = 0; i < n; ++i) {
+    gs::BFloat16 b;
+    std::memcpy(&b.bits, t.data.data() + static_cast<std::size_t>(i) * 2, 2);
+    const float f = gs::bfloat16_to_float(b);
+    std::memcpy(array.data.data() + static_cast<std::size_t>(i) * 4, &f, 4);
+  }
+  t.data.clear();
+  t.data.shrink_to_fit();
+  return array;
+}
+
+// Writes every output, or none: if one fails, those already written are
+// removed.
+struct PendingOutput {
+  std::string path;
+  gs::npy::Array array;
+};
+
+gs::Status write_all(const std::vector<PendingOutput>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (gs::Status s = gs::npy::write(outputs[i].path, outputs[i].array); !s.ok()) {
+      for (std::size_t j = 0; j < i; ++j) std::remove(outputs[j].path.c_str());
+      return s;
+    }
+  }
+  return gs::Status::Ok();
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec1, ec2;
+  const auto ca = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ec1), ec1);
+  const auto cb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, ec2), ec2);
+  if (ec1 || ec2) return a == b;
+  return ca == cb;
+}
+
+// ---------------------------------------------------------------------------
+// Options shared by forward and backward.
+
+constexpr const char* kDtypeHelp =
+    "Compute dtype: f16, bf16, f32 or f64 (default: the dtype of the input files, which must then "
+    "all be the same). Each input is converted to it with a single rounding. bf16 results are "
+    "rounded to bfloat16 by the library and then written widened (exactly) to float32, since .npy "
+    "has no bfloat16 type.";
+
+struct SamplingArgs {
+  std::string mode = "bilinear";
+  std::string padding = "zeros";
+  bool align_corners = false;
+  std::string dtype;  // empty: the files' dtype
+};
+
+void add_sampling_options(CLI::App* cmd, SamplingArgs* args) {
+  cmd->add_option("--mode", args->mode, "Interpolation: bilinear, nearest or bicubic (default: bilinear)")
+      ->type_name("MODE");
+  cmd->add_option("--padding", args->padding, "Padding: zeros, border or reflection (default: zeros)")
+      ->type_name("PADDING");
+  cmd->add_flag("--align-corners", args->align_corners,
+                "Treat -1 and 1 as the centres of the corner pixels (default: their outer edges)");
+  cmd->add_option("--dtype", args->dtype, kDtypeHelp)->type_name("DTYPE");
+}
+
+gs::Status resolve_sampling(const SamplingArgs& args, gs::Options* options, std::optional<gs::DType>* dtype) {
+  const auto mode = gs::parse_interpolation(args.mode);
+  if (!mode) return error("--mode: unknown interpolation '" + args.mode + "' (expected bilinear, nearest or bicubic)");
+  const auto padding = gs::parse_padding(args.padding);
+  if (!padding) return error("--padding: unknown padding '" + args.padding + "' (expected zeros, border or reflection)");
+  options->interpolation = *mode;
+  options->padding = *padding;
+  options->align_corners = args.align_corners;
+  dtype->reset();
+  if (!args.dtype.empty()) {
+    *dtype = gs::parse_dtype(args.dtype);
+    if (!*dtype) return error("--dtype: unknown dtype '" + args.dtype + "' (expected f16, bf16, f32 or f64)");
+  }
+  return gs::Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Subcommands.
+
+struct Command {
+  CLI::App* app;
+  std::function<gs::Status()> run;
+};
+
+constexpr const char* kOutputNote =
+    "Inputs are .npy files (float16, float32 or float64, little-endian, C order). Outputs are "
+    "written in the compute dtype; bfloat16 results are widened exactly to float32 in the file.";
+
+// gridsampler forward
+struct ForwardArgs {
+  std::string input, grid, out;
+  SamplingArgs sampling;
+};
+
+gs::Status run_forward(const ForwardArgs& args) {
+  gs::Options options;
+  std::optional<gs::DType> requested;
+  if (gs::Status s = resolve_sampling(args.sampling, &options, &requested); !s.ok()) return s;
+  Tensor input, grid;
+  if (gs::Status s = load("input", args.input, &input); !s.ok()) return s;
+  if (gs::Status s = load("grid", args.grid, &grid); !s.ok()) return s;
+  gs::DType dtype = gs::DType::kFloat32;
+  if (gs::Status s = unify_dtypes({&input, &grid}, requested, &dtype); !s.ok()) return s;
+
+  Tensor output;
+  const gs::Shape4 out_shape{input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]};
+  if (gs::Status s = allocate("output", out_shape, dtype, &output); !s.ok()) return s;
+  if (gs::Status s = gs::grid_sampler_2d(input.view(), grid.view(), output.mutable_view(), options); !s.ok()) {
+    return s;
+  }
+  std::vector<PendingOutput> outputs;
+  outputs.push_back({args.out, to_npy(std::move(output))});
+  return write_all(outputs);
+}
+
+Command add_forward_command(CLI::App& app) {
+  auto args = std::make_shared<ForwardArgs>();
+  CLI::App* cmd = app.add_subcommand("forward", "Sample an image at grid positions (grid_sample)");
+  cmd->add_option("--input", args->input, "Image, shape (N, C, Hin, Win)")->required()->type_name("X.npy");
+  cmd->add_option("--grid", args->grid, "Sampling positions (x, y) in [-1, 1], shape (N, Hout, Wout, 2)")
+      ->required()
+      ->type_name("G.npy");
+  cmd->add_option("--out", args->out, "Output, shape (N, C, Hout, Wout)")->required()->type_name("Y.npy");
+  add_sampling_options(cmd, &args->sampling);
+  cmd->footer(kOutputNote);
+  return {cmd, [args] { return run_forward(*args); }};
+}
+
+// gridsampler backward
+struct BackwardArgs {
+  std::string grad, input, grid, dx, dgrid;
+  bool no_dx = false;
+  bool no_dgrid = false;
+  SamplingArgs sampling;
+};
+
+gs::Status run_backward(const BackwardArgs& args) {
+  gs::Options options;
+  std::optional<gs::DType> requested;
+  if (gs::Status s = resolve_sampling(args.sampling, &options, &requested); !s.ok()) return s;
+  if (args.no_dx && args.no_dgrid) return error("--no-dx and --no-dgrid together leave nothing to compute");
+  if (!args.no_dx && args.dx.empty()) return error("--dx is required (or give --no-dx)");
+  if (!args.no_dgrid && args.dgrid.empty()) return error("--dgrid is required (or give --no-dgrid)");
+  if (!args.no_dx && !args.no_dgrid && same_file(args.dx, args.dgrid)) {
+    return error("--dx and --dgrid name the same file '" + args.dx + "'");
+  }
+  const gs::OutputMask mask{!args.no_dx, !args.no_dgrid};
+
+  Tensor grad, input, grid;
+  if (gs::Status s = load("grad", args.grad, &grad); !s.ok()) return s;
+  if (gs::Status s = load("input", args.input, &input); !s.ok()) return s;
+  if (gs::Status s = load("grid", args.grid, &grid); !s.ok()) return s;
+  gs::DType dtype = gs::DType::kFloat32;
+  if (gs::Status s = unify_dtypes({&grad, &input, &grid}, requested, &dtype); !s.ok()) return s;
+
+  Tensor dx, dgrid;
+  gs::MutableTensorView dx_view{}, dgrid_view{};
+  if (mask.input) {
+    if (gs::Status s = allocate("dx", input.shape, dtype, &dx); !s.ok()) return s;
+    dx_view = dx.mutable_view();
+  }
+  if (mask.grid) {
+    if (gs::Status s = allocate("dgrid", grid.shape, dtype, &dgrid); !s.ok()) return s;
+    dgrid_view = dgrid.mutable_view();
+  }
+  if (gs::Status s = gs::grid_sampler_2d_backward(grad.view(), input.view(), grid.view(), dx_view, dgrid_view,
+                                                  options, mask);
+      !s.ok()) {
+    return s;
+  }
+  std::vector<PendingOutput> outputs;
+  if (mask.input) outputs.push_back({args.dx, to_npy(std::move(dx))});
+  if (mask.grid) outputs.push_back({args.dgrid, to_npy(std::move(dgrid))});
+  return write_all(outputs);
+}
+
+Command add_backward_command(CLI::App& app) {
+  auto args = std::make_shared<BackwardArgs>();
+  CLI::App* cmd = app.add_subcommand("backward", "Gradients of forward: dx and dgrid (GridSampler2DGrad)");
+  cmd->add_option("--grad", args->grad, "Gradient of the forward output, shape (N, C, Hout, Wout)")
+      ->required()
+      ->type_name("GO.npy");
+  cmd->add_option("--input", args->input, "Image of the forward call, shape (N, C, Hin, Win)")
+      ->required()
+      ->type_name("X.npy");
+  cmd->add_option("--grid", args->grid, "Grid of the forward call, shape (N, Hout, Wout, 2)")
+      ->required()
+      ->type_name("G.npy");
+  cmd->add_option("--dx", args->dx, "Output: gradient for input, shape of input (required unless --no-dx)")
+      ->type_name("DX.npy");
+  cmd->add_option("--dgrid", args->dgrid, "Output: gradient for grid, shape of grid (required unless --no-dgrid)")
+      ->type_name("DG.npy");
+  add_sampling_options(cmd, &args->sampling);
+  cmd->add_flag("--no-dx", args->no_dx, "Do not compute or write dx");
+  cmd->add_flag("--no-dgrid", args->no_dgrid, "Do not compute or write dgrid");
+  cmd->footer(kOutputNote);
+  return {cmd, [args] { return run_backward(*args); }};
+}
+
+int run_main(int argc, char** argv) {
+  CLI::App app{"gridsampler: 2-D grid sampling (PyTorch's grid_sample) and its gradient, on .npy files.",
+               "gridsampler"};
+  app.set_version_flag("--version", "gridsampler " GRIDSAMPLER_VERSION);
+  app.require_subcommand(1);
+  app.footer("Run 'gridsampler <command> --help' for a command's options. Exit status: 0 on success, "
+             "2 on any error.");
+
+  std::vector<Command> commands;
+  commands.push_back(add_forward_command(app));
+  commands.push_back(add_backward_command(app));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      return app.exit(e);  // --help, --help-all, --version: print to stdout, exit 0
+    }
+    // CLI11 checks required options before unexpected ones; a misspelt
+    // option is the more useful thing to report.
+    std::vector<std::string> unexpected = app.remaining();
+    for (const Command& command : commands) {
+      for (std::string& arg : command.app->remaining()) unexpected.push_back(std::move(arg));
+    }
+    if (!unexpected.empty() && dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr) {
+      std::string list;
+      for (const std::string& arg : unexpected) list += " " + arg;
+      return report_error("The following argument" + std::string(unexpected.size() > 1 ? "s were" : " was") +
+                          " not expected:" + list);
+    }
+    return report_error(e.what());
+  }
+
+  for (const Command& command : commands) {
+    if (command.app->parsed()) {
+      const gs::Status s = command.run();
+      return s.ok() ? 0 : report_error(s.message());
+    }
+  }
+  return report_error("no command given");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    return report_error("out of memory");
+  } catch (const std::exception& e) {
+    return report_error(std::string("internal error: ") + e.what());
+  } catch (...) {
+    return report_error("internal error");
+  }
+}
