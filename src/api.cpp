@@ -1,5 +1,5 @@
 // The public entry points: validate, pick the kernel once, run it.
-#include <exception>
+#include <cstdlib>
 #include <memory>
 #include <new>
 
@@ -14,7 +14,7 @@ Status grid_sampler_2d(TensorView input, TensorView grid, MutableTensorView outp
   detail::Problem p;
   if (Status s = detail::validate_forward(input, grid, output, options, &p); !s.ok()) return s;
   if (p.empty()) return Status::Ok();
-  cpu::forward_kernel(p)(p, input, grid, output);
+  cpu::run_forward(cpu::plan_forward(p), input, grid, output);
   return Status::Ok();
 }
 
@@ -25,15 +25,16 @@ Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView gr
   if (Status s = detail::validate_backward(grad, input, grid, dx, dgrid, options, mask, &p);
       !s.ok())
     return s;
-  const std::size_t bytes = cpu::backward_workspace_bytes(p);
-  std::unique_ptr<float[]> workspace;
-  if (bytes > 0) {
-    workspace.reset(new (std::nothrow) float[bytes / sizeof(float)]);
+  const cpu::BackwardPlan plan = cpu::plan_backward(p);
+  std::unique_ptr<unsigned char, decltype(&std::free)> workspace(nullptr, &std::free);
+  if (plan.workspace_bytes > 0) {
+    workspace.reset(static_cast<unsigned char*>(std::aligned_alloc(64, plan.workspace_bytes)));
     if (!workspace) {
-      return {StatusCode::kInternal, "workspace: cannot allocate " + std::to_string(bytes) + " bytes"};
+      return {StatusCode::kInternal,
+              "workspace: cannot allocate " + std::to_string(plan.workspace_bytes) + " bytes"};
     }
   }
-  cpu::backward_kernel(p)(p, grad, input, grid, dx, dgrid, workspace.get());
+  cpu::run_backward(plan, grad, input, grid, dx, dgrid, workspace.get());
   return Status::Ok();
 }
 

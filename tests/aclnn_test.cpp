@@ -60,7 +60,9 @@ aclnnStatus aclnn_backward(aclTensor* grad, aclTensor* input, aclTensor* grid, c
   aclDestroyBoolArray(m);
   if (s != ACLNN_SUCCESS) return s;
   void* w = nullptr;
-  if (ws > 0) EXPECT_EQ(aclrtMalloc(&w, ws, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  if (ws > 0) {
+    EXPECT_EQ(aclrtMalloc(&w, ws, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  }
   s = aclnnGridSampler2DBackward(w, ws, exec, nullptr);
   aclrtFree(w);
   return s;
@@ -86,11 +88,12 @@ TEST(Aclnn, BackwardAndForwardMatchTheCppApi) {
                                                              d.t, dg.t, &ws, &exec),
                   ACLNN_SUCCESS)
             << aclGetRecentErrMsg();
-        // 16-bit dtypes ask for float32 accumulators for dx; the others none.
-        const bool wide = dt == DType::kFloat32 || dt == DType::kFloat64;
-        EXPECT_EQ(ws, wide ? 0u : uint64_t(2 * 3 * 5 * 6 * 4));
+        // dx is accumulated in per-thread scratch planes the workspace holds.
+        EXPECT_GT(ws, 0u);
         void* w = nullptr;
-        if (ws > 0) ASSERT_EQ(aclrtMalloc(&w, ws, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+        if (ws > 0) {
+          ASSERT_EQ(aclrtMalloc(&w, ws, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+        }
         ASSERT_EQ(aclnnGridSampler2DBackward(w, ws, exec, stream), ACLNN_SUCCESS) << aclGetRecentErrMsg();
         ASSERT_EQ(aclrtSynchronizeStream(stream), ACL_SUCCESS);
         aclrtFree(w);

@@ -58,9 +58,7 @@ class Buffer {
         bytes_(static_cast<std::size_t>(numel_) * dtype_size(dtype)) {}
 
   TensorView view() const { return TensorView::contiguous(bytes_.data(), dtype_, shape_); }
-  MutableTensorView mutable_view() {
-    return MutableTensorView::contiguous(bytes_.data(), dtype_, shape_);
-  }
+  MutableTensorView mutable_view() { return MutableTensorView::contiguous(bytes_.data(), dtype_, shape_); }
   const Shape4& shape() const { return shape_; }
 
   // Every element, widened exactly to double.
@@ -104,8 +102,8 @@ struct Affine {
 // Image 0 is zoomed out (its grid reaches well outside [-1, 1]), image 1
 // zoomed in and turned the other way (only its corners reach outside).
 constexpr std::array<Affine, kBatch> kAffine = {{{15, 1.2, 0.05, -0.04}, {-30, 0.8, -0.08, 0.06}}};
-constexpr int kWaves = 4;                // sinusoids per axis of the elastic field
-constexpr double kWaveAmplitude = 0.015; // each, in normalised coordinates
+constexpr int kWaves = 4;                 // sinusoids per axis of the elastic field
+constexpr double kWaveAmplitude = 0.015;  // each, in normalised coordinates
 
 struct Example {
   std::vector<double> input;  // (N, C, S, S)
@@ -130,9 +128,8 @@ void draw_image(int64_t size, int variant, std::mt19937_64& rng, double* dst) {
     double cx, cy, r;
     std::array<double, 3> rgb;
   };
-  std::vector<std::array<double, 3>> palette = {{0.92, 0.16, 0.14}, {0.98, 0.84, 0.10},
-                                                {0.10, 0.74, 0.86}, {0.86, 0.22, 0.80},
-                                                {0.22, 0.80, 0.30}, {0.98, 0.55, 0.10}};
+  std::vector<std::array<double, 3>> palette = {{0.92, 0.16, 0.14}, {0.98, 0.84, 0.10}, {0.10, 0.74, 0.86},
+                                                {0.86, 0.22, 0.80}, {0.22, 0.80, 0.30}, {0.98, 0.55, 0.10}};
   std::shuffle(palette.begin(), palette.end(), rng);
   std::uniform_real_distribution<double> centre(0.3, 0.82), radius(0.07, 0.12);
   std::vector<Disc> discs;
@@ -153,16 +150,17 @@ void draw_image(int64_t size, int variant, std::mt19937_64& rng, double* dst) {
       const double checker = std::sin(kPi * kSquares * u) * std::sin(kPi * kSquares * v);
       const double t = 0.5 + 0.5 * std::tanh(1.5 * checker * s / (kPi * kSquares));
       std::array<double, 3> c;
-      for (int k = 0; k < 3; ++k) c[static_cast<std::size_t>(k)] = base[static_cast<std::size_t>(k)] * (0.35 + 0.65 * t);
+      for (int k = 0; k < 3; ++k)
+        c[static_cast<std::size_t>(k)] = base[static_cast<std::size_t>(k)] * (0.35 + 0.65 * t);
       for (const Disc& d : discs) {
         const double dist = std::hypot(u - d.cx, v - d.cy) * s;
         const double a = clamp01(d.r * s - dist + 0.5);
         for (std::size_t k = 0; k < 3; ++k) c[k] = c[k] * (1 - a) + d.rgb[k] * a;
       }
       // A letter F, so that rotations and reflections are easy to tell apart.
-      const double f = std::max({box_alpha(u, v, 0.08, 0.13, 0.08, 0.40, s),
-                                 box_alpha(u, v, 0.08, 0.30, 0.08, 0.13, s),
-                                 box_alpha(u, v, 0.08, 0.25, 0.22, 0.27, s)});
+      const double f =
+          std::max({box_alpha(u, v, 0.08, 0.13, 0.08, 0.40, s), box_alpha(u, v, 0.08, 0.30, 0.08, 0.13, s),
+                    box_alpha(u, v, 0.08, 0.25, 0.22, 0.27, s)});
       for (std::size_t k = 0; k < 3; ++k) c[k] = c[k] * (1 - f) + 0.97 * f;
       for (int64_t k = 0; k < kChannels; ++k) dst[k * plane + y * size + x] = c[static_cast<std::size_t>(k)];
     }
@@ -255,10 +253,14 @@ double median_ms(F&& call, int reps, Status* status) {
 
 double tolerance(DType dtype) {
   switch (dtype) {
-    case DType::kFloat64: return 1e-10;
-    case DType::kFloat32: return 1e-4;
-    case DType::kFloat16: return 4 * std::ldexp(1.0, -10);
-    case DType::kBFloat16: break;
+    case DType::kFloat64:
+      return 1e-10;
+    case DType::kFloat32:
+      return 1e-4;
+    case DType::kFloat16:
+      return 4 * std::ldexp(1.0, -10);
+    case DType::kBFloat16:
+      break;
   }
   return 4 * std::ldexp(1.0, -7);
 }
@@ -312,7 +314,8 @@ RgbImage image_tile(const std::vector<double>& v, int64_t size, int64_t n) {
 
 RgbImage image_strip(const std::vector<double>& v, int64_t size) {
   RgbImage img(strip_width(size), static_cast<int>(size), Rgb{128, 128, 128});
-  for (int64_t n = 0; n < kBatch; ++n) img.paste(image_tile(v, size, n), static_cast<int>(n * (size + kGap)), 0);
+  for (int64_t n = 0; n < kBatch; ++n)
+    img.paste(image_tile(v, size, n), static_cast<int>(n * (size + kGap)), 0);
   return img;
 }
 
@@ -325,7 +328,8 @@ RgbImage magnitude_strip(int64_t size, F&& magnitude) {
   std::vector<double> max(static_cast<std::size_t>(kBatch), 0.0);
   for (int64_t n = 0; n < kBatch; ++n) {
     for (int64_t y = 0; y < size; ++y) {
-      for (int64_t x = 0; x < size; ++x) max[static_cast<std::size_t>(n)] = std::max(max[static_cast<std::size_t>(n)], magnitude(n, x, y));
+      for (int64_t x = 0; x < size; ++x)
+        max[static_cast<std::size_t>(n)] = std::max(max[static_cast<std::size_t>(n)], magnitude(n, x, y));
     }
   }
   return strip(size, [&](int64_t n, int64_t x, int64_t y) {
@@ -341,14 +345,14 @@ std::string write_row_pngs(const std::filesystem::path& dir, const std::string& 
   const int64_t plane = size * size;
   std::string e = write_png((dir / (stem + "_out.png")).string(), image_strip(out, size));
   if (!e.empty()) return e;
-  e = write_png((dir / (stem + "_dx.png")).string(),
-                magnitude_strip(size, [&](int64_t n, int64_t x, int64_t y) {
-                  double sum = 0;
-                  for (int64_t c = 0; c < kChannels; ++c) {
-                    sum += std::fabs(dx[static_cast<std::size_t>((n * kChannels + c) * plane + y * size + x)]);
-                  }
-                  return sum;
-                }));
+  e = write_png(
+      (dir / (stem + "_dx.png")).string(), magnitude_strip(size, [&](int64_t n, int64_t x, int64_t y) {
+        double sum = 0;
+        for (int64_t c = 0; c < kChannels; ++c) {
+          sum += std::fabs(dx[static_cast<std::size_t>((n * kChannels + c) * plane + y * size + x)]);
+        }
+        return sum;
+      }));
   if (!e.empty()) return e;
   return write_png((dir / (stem + "_dgrid.png")).string(),
                    magnitude_strip(size, [&](int64_t n, int64_t x, int64_t y) {
@@ -374,13 +378,20 @@ std::string pad(const std::string& s, std::size_t width, bool right = false) {
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
 }
 
+// `s` centred in `width` columns (as far as it fits; at least one space before).
+std::string centre(const std::string& s, std::size_t width) {
+  const std::size_t left = s.size() + 1 >= width ? 1 : (width - s.size() + 1) / 2;
+  return pad(std::string(left, ' ') + s, width);
+}
+
 }  // namespace
 
 int run_demo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   const Clock::time_point start = Clock::now();
   const int64_t size = options.size;
   if (size < kMinDemoSize || size > kMaxDemoSize) {
-    err << "gridsampler: error: --size must be in " << kMinDemoSize << ".." << kMaxDemoSize << ", got " << size << '\n';
+    err << "gridsampler: error: --size must be in " << kMinDemoSize << ".." << kMaxDemoSize << ", got "
+        << size << '\n';
     return kDemoBadOptions;
   }
   const DType dtype = options.dtype;
@@ -414,14 +425,18 @@ int run_demo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   const double tol = tolerance(dtype);
 
   const std::string dtype_name(to_string(dtype));
-  out << "gridsampler demo: grid_sample forward and backward (GridSampler2DGrad), library vs float64 reference\n";
-  out << format("  input  %lld x %lld x %lld x %lld %s (N x C x H x W): checkerboard with colour gradients,\n",
-                static_cast<long long>(kBatch), static_cast<long long>(kChannels),
-                static_cast<long long>(size), static_cast<long long>(size), dtype_name.c_str());
-  out << format("         4 discs and a letter F (seed %llu)\n", static_cast<unsigned long long>(options.seed));
-  out << format("  grid   %lld x %lld x %lld x 2, output %lld x %lld; a spatial-transformer warp per image:\n",
-                static_cast<long long>(kBatch), static_cast<long long>(size), static_cast<long long>(size),
-                static_cast<long long>(size), static_cast<long long>(size));
+  out << "gridsampler demo: grid_sample forward and backward (GridSampler2DGrad), library vs float64 "
+         "reference\n";
+  out << format(
+      "  input  %lld x %lld x %lld x %lld %s (N x C x H x W): checkerboard with colour gradients,\n",
+      static_cast<long long>(kBatch), static_cast<long long>(kChannels), static_cast<long long>(size),
+      static_cast<long long>(size), dtype_name.c_str());
+  out << format("         4 discs and a letter F (seed %llu)\n",
+                static_cast<unsigned long long>(options.seed));
+  out << format(
+      "  grid   %lld x %lld x %lld x 2, output %lld x %lld; a spatial-transformer warp per image:\n",
+      static_cast<long long>(kBatch), static_cast<long long>(size), static_cast<long long>(size),
+      static_cast<long long>(size), static_cast<long long>(size));
   for (int64_t n = 0; n < kBatch; ++n) {
     const Affine& a = kAffine[static_cast<std::size_t>(n)];
     out << format("         image %lld: rotate %+.0f deg, scale %.2f (%s), shift (%+.2f, %+.2f)\n",
@@ -433,18 +448,28 @@ int run_demo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   out << "  grad   output - input: the gradient of 1/2 ||warp(x) - x||^2, as in registration\n";
   out << format("  error  max |library - reference| / max |reference| per output; bound %.1e (%s)\n", tol,
                 dtype_name.c_str());
-  out << format("  time   median of up to %d library and %d reference runs, milliseconds, one thread\n\n",
-                kLibraryReps, kReferenceReps);
+  out << format(
+      "  time   library: median of up to %d runs, milliseconds, one thread; speed-up: median\n"
+      "         reference time (of up to %d runs) / library time\n\n",
+      kLibraryReps, kReferenceReps);
 
-  const std::string header1 =
-      "                                 error / max |reference|        library (ms)     speed-up vs ref\n";
-  const std::string header2 =
-      "mode      padding     corners     out      dx       dgrid      forward backward  forward backward  check\n";
-  out << header1 << header2 << std::string(header2.size() - 1, '-') << '\n' << std::flush;
+  // Column widths; numbers are right-aligned under right-aligned headings.
+  constexpr std::size_t kMode = 10, kPad = 12, kAlign = 14, kErr = 9, kFwd = 11, kBwd = 10, kSpeed = 10;
+  std::string heading1 = std::string(kMode + kPad + kAlign, ' ') +
+                         centre("error / max |reference|", 3 * kErr) + centre("library (ms)", kFwd + kBwd) +
+                         centre("speed-up vs reference", 2 * kSpeed);
+  const std::string heading2 = pad("mode", kMode) + pad("padding", kPad) + pad("align_corners", kAlign) +
+                               pad("out", kErr, true) + pad("dx", kErr, true) + pad("dgrid", kErr, true) +
+                               pad("forward", kFwd, true) + pad("backward", kBwd, true) +
+                               pad("forward", kSpeed, true) + pad("backward", kSpeed, true) + "  check";
+  const std::string rule(heading2.size(), '-');
+  while (!heading1.empty() && heading1.back() == ' ') heading1.pop_back();
+  out << heading1 << '\n' << heading2 << '\n' << rule << '\n' << std::flush;
 
   std::vector<Options> combos;
   for (Interpolation m : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
-    for (Padding p : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) combos.push_back({m, p, false});
+    for (Padding p : {Padding::kZeros, Padding::kBorder, Padding::kReflection})
+      combos.push_back({m, p, false});
   }
   combos.push_back({Interpolation::kBilinear, Padding::kReflection, true});
 
@@ -463,13 +488,16 @@ int run_demo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     };
     ref_out.fill(kNaN);
     lib_out.fill(kNaN);
-    row.ref_fwd = check("reference forward", median_ms([&] {
-      return reference::grid_sampler_2d(input.view(), grid.view(), ref_out.mutable_view(), o);
-    }, kReferenceReps, &status));
+    row.ref_fwd = check(
+        "reference forward",
+        median_ms(
+            [&] { return reference::grid_sampler_2d(input.view(), grid.view(), ref_out.mutable_view(), o); },
+            kReferenceReps, &status));
     if (failed_call.empty()) {
-      row.lib_fwd = check("forward", median_ms([&] {
-        return grid_sampler_2d(input.view(), grid.view(), lib_out.mutable_view(), o);
-      }, kLibraryReps, &status));
+      row.lib_fwd = check(
+          "forward",
+          median_ms([&] { return grid_sampler_2d(input.view(), grid.view(), lib_out.mutable_view(), o); },
+                    kLibraryReps, &status));
     }
     const std::vector<double> out_ref = ref_out.values(), out_lib = lib_out.values();
     std::vector<double> g(out_ref.size());
@@ -480,16 +508,22 @@ int run_demo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     lib_dx.fill(kNaN);
     lib_dgrid.fill(kNaN);
     if (failed_call.empty()) {
-      row.ref_bwd = check("reference backward", median_ms([&] {
-        return reference::grid_sampler_2d_backward(grad.view(), input.view(), grid.view(),
-                                                   ref_dx.mutable_view(), ref_dgrid.mutable_view(), o);
-      }, kReferenceReps, &status));
+      row.ref_bwd = check("reference backward", median_ms(
+                                                    [&] {
+                                                      return reference::grid_sampler_2d_backward(
+                                                          grad.view(), input.view(), grid.view(),
+                                                          ref_dx.mutable_view(), ref_dgrid.mutable_view(), o);
+                                                    },
+                                                    kReferenceReps, &status));
     }
     if (failed_call.empty()) {
-      row.lib_bwd = check("backward", median_ms([&] {
-        return grid_sampler_2d_backward(grad.view(), input.view(), grid.view(), lib_dx.mutable_view(),
-                                        lib_dgrid.mutable_view(), o);
-      }, kLibraryReps, &status));
+      row.lib_bwd = check("backward", median_ms(
+                                          [&] {
+                                            return grid_sampler_2d_backward(
+                                                grad.view(), input.view(), grid.view(), lib_dx.mutable_view(),
+                                                lib_dgrid.mutable_view(), o);
+                                          },
+                                          kLibraryReps, &status));
     }
     const std::vector<double> dx_lib = lib_dx.values(), dgrid_lib = lib_dgrid.values();
     if (failed_call.empty()) {
@@ -498,16 +532,19 @@ int run_demo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
       row.err_dgrid = relative_error(dgrid_lib, ref_dgrid.values());
       row.pass = row.err_out <= tol && row.err_dx <= tol && row.err_dgrid <= tol;
     } else {
-      err << "gridsampler: demo: " << row.name() << ": " << failed_call << " failed: " << status.message() << '\n';
+      err << "gridsampler: demo: " << row.name() << ": " << failed_call << " failed: " << status.message()
+          << '\n';
     }
     if (!row.pass) failures.push_back(row.name());
 
-    out << pad(std::string(to_string(o.interpolation)), 10) << pad(std::string(to_string(o.padding)), 12)
-        << pad(o.align_corners ? "true" : "false", 9) << pad(format_error(row.err_out), 9, true)
-        << pad(format_error(row.err_dx), 9, true) << pad(format_error(row.err_dgrid), 9, true)
-        << pad(format_ms(row.lib_fwd), 12, true) << pad(format_ms(row.lib_bwd), 9, true)
-        << pad(format_speedup(row.ref_fwd, row.lib_fwd), 9, true)
-        << pad(format_speedup(row.ref_bwd, row.lib_bwd), 9, true) << "  " << (row.pass ? "pass" : "FAIL")
+    out << pad(std::string(to_string(o.interpolation)), kMode) +
+               pad(std::string(to_string(o.padding)), kPad) +
+               pad(o.align_corners ? "true" : "false", kAlign) + pad(format_error(row.err_out), kErr, true) +
+               pad(format_error(row.err_dx), kErr, true) + pad(format_error(row.err_dgrid), kErr, true) +
+               pad(format_ms(row.lib_fwd), kFwd, true) + pad(format_ms(row.lib_bwd), kBwd, true) +
+               pad(format_speedup(row.ref_fwd, row.lib_fwd), kSpeed, true) +
+               pad(format_speedup(row.ref_bwd, row.lib_bwd), kSpeed, true) + "  " +
+               (row.pass ? "pass" : "FAIL")
         << '\n'
         << std::flush;
 
@@ -521,7 +558,7 @@ int run_demo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     }
     rows.push_back(std::move(row));
   }
-  out << std::string(header2.size() - 1, '-') << '\n';
+  out << rule << '\n';
 
   if (!options.png_dir.empty() && !io_error) {
     std::string e = write_png((png_dir / "input.png").string(), image_strip(input_values, size));
@@ -541,7 +578,8 @@ int run_demo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
       out << format("PNGs in %s: input.png, outputs.png (image 0, rows bilinear/nearest/bicubic,\n",
                     options.png_dir.c_str());
       out << "  columns zeros/border/reflection), <mode>_<padding>[_ac]_{out,dx,dgrid}.png for each row\n";
-      out << "  (out: warped images; dx: sum over channels of |dx|; dgrid: |dgrid|; maps: sqrt(value / max))\n";
+      out << "  (out: warped images; dx: sum over channels of |dx|; dgrid: |dgrid|; maps: sqrt(value / "
+             "max))\n";
     }
   }
 

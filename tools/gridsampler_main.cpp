@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/half.hpp"
+#include "demo.hpp"
 #include "gridsampler/gridsampler.hpp"
 #include "io/npy.hpp"
 
@@ -447,17 +448,49 @@ Command add_backward_command(CLI::App& app) {
   return {cmd, [args] { return run_backward(*args); }};
 }
 
+// gridsampler demo
+struct DemoArgs {
+  gs::demo::DemoOptions options;
+  std::string dtype = "f32";
+};
+
+CLI::App* add_demo_command(CLI::App& app, DemoArgs* args) {
+  CLI::App* cmd = app.add_subcommand(
+      "demo", "Warp a built-in example image with every mode and padding, check against the float64 reference, time it");
+  cmd->add_option("--size", args->options.size, "Input and output images are SIZE x SIZE pixels, 8..2048 (default: 256)")
+      ->type_name("SIZE");
+  cmd->add_option("--dtype", args->dtype, "Dtype of every tensor: f16, bf16, f32 or f64 (default: f32)")
+      ->type_name("DTYPE");
+  cmd->add_option("--png", args->options.png_dir,
+                  "Also write PNG pictures of the input, the warped outputs and |dx|, |dgrid| to DIR (created if missing)")
+      ->type_name("DIR");
+  cmd->add_option("--seed", args->options.seed, "Seed of the generated images and elastic field (default: 1)")
+      ->type_name("SEED");
+  cmd->footer("Exit status: 0 when every result is within its error bound, 1 when one is not, 2 on bad options.");
+  return cmd;
+}
+
+int run_demo_command(const DemoArgs& args) {
+  const std::optional<gs::DType> dtype = gs::parse_dtype(args.dtype);
+  if (!dtype) return report_error("--dtype: unknown dtype '" + args.dtype + "' (expected f16, bf16, f32 or f64)");
+  gs::demo::DemoOptions options = args.options;
+  options.dtype = *dtype;
+  return gs::demo::run_demo(options, std::cout, std::cerr);
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{"gridsampler: 2-D grid sampling (PyTorch's grid_sample) and its gradient, on .npy files.",
                "gridsampler"};
   app.set_version_flag("--version", "gridsampler " GRIDSAMPLER_VERSION);
   app.require_subcommand(1);
   app.footer("Run 'gridsampler <command> --help' for a command's options. Exit status: 0 on success, "
-             "2 on any error.");
+             "2 on any error (demo: 1 when a result exceeds its error bound).");
 
   std::vector<Command> commands;
   commands.push_back(add_forward_command(app));
   commands.push_back(add_backward_command(app));
+  DemoArgs demo_args;
+  CLI::App* demo = add_demo_command(app, &demo_args);
 
   try {
     app.parse(argc, argv);
@@ -471,6 +504,7 @@ int run_main(int argc, char** argv) {
     for (const Command& command : commands) {
       for (std::string& arg : command.app->remaining()) unexpected.push_back(std::move(arg));
     }
+    for (std::string& arg : demo->remaining()) unexpected.push_back(std::move(arg));
     if (!unexpected.empty() && dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr) {
       std::string list;
       for (const std::string& arg : unexpected) list += " " + arg;
@@ -480,6 +514,7 @@ int run_main(int argc, char** argv) {
     return report_error(e.what());
   }
 
+  if (demo->parsed()) return run_demo_command(demo_args);
   for (const Command& command : commands) {
     if (command.app->parsed()) {
       const gs::Status s = command.run();

@@ -21,8 +21,8 @@ RgbImage::RgbImage(int width, int height, Rgb fill)
 
 void RgbImage::set(int x, int y, Rgb c) {
   if (x < 0 || y < 0 || x >= width_ || y >= height_) return;
-  const std::size_t i = (static_cast<std::size_t>(y) * static_cast<std::size_t>(width_) +
-                         static_cast<std::size_t>(x)) * 3;
+  const std::size_t i =
+      (static_cast<std::size_t>(y) * static_cast<std::size_t>(width_) + static_cast<std::size_t>(x)) * 3;
   bytes_[i] = c.r;
   bytes_[i + 1] = c.g;
   bytes_[i + 2] = c.b;
@@ -30,8 +30,8 @@ void RgbImage::set(int x, int y, Rgb c) {
 
 Rgb RgbImage::get(int x, int y) const {
   if (x < 0 || y < 0 || x >= width_ || y >= height_) return {};
-  const std::size_t i = (static_cast<std::size_t>(y) * static_cast<std::size_t>(width_) +
-                         static_cast<std::size_t>(x)) * 3;
+  const std::size_t i =
+      (static_cast<std::size_t>(y) * static_cast<std::size_t>(width_) + static_cast<std::size_t>(x)) * 3;
   return {bytes_[i], bytes_[i + 1], bytes_[i + 2]};
 }
 
@@ -55,9 +55,9 @@ Rgb rgb_from_unit(double r, double g, double b) { return {to_byte(r), to_byte(g)
 
 Rgb inferno(double t) {
   // matplotlib's inferno at t = 0, 1/8, ..., 1.
-  static constexpr double kStops[9][3] = {
-      {0, 0, 4},      {31, 12, 72},   {85, 15, 109},  {136, 34, 106}, {186, 54, 85},
-      {227, 89, 51},  {249, 140, 10}, {249, 201, 50}, {252, 255, 164}};
+  static constexpr double kStops[9][3] = {{0, 0, 4},      {31, 12, 72},   {85, 15, 109},
+                                          {136, 34, 106}, {186, 54, 85},  {227, 89, 51},
+                                          {249, 140, 10}, {249, 201, 50}, {252, 255, 164}};
   if (!(t > 0)) t = 0;
   if (t > 1) t = 1;
   const double pos = t * 8;
@@ -76,8 +76,8 @@ std::string write_png(const std::string& path, const RgbImage& image) {
   png.width = static_cast<png_uint_32>(image.width());
   png.height = static_cast<png_uint_32>(image.height());
   png.format = PNG_FORMAT_RGB;
-  const int ok = png_image_write_to_file(&png, path.c_str(), /*convert_to_8bit=*/0,
-                                         image.bytes().data(), /*row_stride=*/0,
+  const int ok = png_image_write_to_file(&png, path.c_str(), /*convert_to_8bit=*/0, image.bytes().data(),
+                                         /*row_stride=*/0,
                                          /*colormap=*/nullptr);
   std::string error;
   if (!ok) error = path + ": cannot write PNG (" + std::string(png.message) + ")";

@@ -91,6 +91,9 @@ struct Options {
   Interpolation interpolation = Interpolation::kBilinear;
   Padding padding = Padding::kZeros;
   bool align_corners = false;
+  // Threads to use; 0 means all the library may use (OpenMP's default, which
+  // OMP_NUM_THREADS sets). Results are bit-for-bit the same for any value.
+  int num_threads = 0;
 };
 
 // Which gradients grid_sampler_2d_backward computes. An output that is not

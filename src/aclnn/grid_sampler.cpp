@@ -145,11 +145,11 @@ aclnnStatus execute(void* workspace, uint64_t workspace_size, aclOpExecutor* exe
       return fail(ACLNN_ERR_PARAM_INVALID, "workspace: must be aligned to 4 bytes");
     }
   }
-  const detail::Problem& p = plan->problem;
   if (kind == aclOpExecutor::Kind::kForward) {
-    if (!p.empty()) cpu::forward_kernel(p)(p, plan->input, plan->grid, plan->out);
+    if (!plan->problem.empty()) cpu::run_forward(plan->forward, plan->input, plan->grid, plan->out);
   } else {
-    cpu::backward_kernel(p)(p, plan->grad, plan->input, plan->grid, plan->dx, plan->dgrid, workspace);
+    cpu::run_backward(plan->backward, plan->grad, plan->input, plan->grid, plan->dx, plan->dgrid,
+                      workspace);
   }
   return ACLNN_SUCCESS;
 }
@@ -210,7 +210,8 @@ aclnnStatus aclnnGridSampler2DBackwardGetWorkspaceSize(
     }
     return to_aclnn(Status(st.code(), msg));
   }
-  plan->workspace_bytes = cpu::backward_workspace_bytes(plan->problem);
+  plan->backward = cpu::plan_backward(plan->problem);
+  plan->workspace_bytes = plan->backward.workspace_bytes;
   return issue(std::move(plan), workspaceSize, executor);
 }
 
@@ -244,6 +245,7 @@ aclnnStatus aclnnGridSampler2DGetWorkspaceSize(const aclTensor* input, const acl
     if (msg.rfind("output:", 0) == 0) msg = "out:" + msg.substr(7);
     return to_aclnn(Status(st.code(), msg));
   }
+  plan->forward = cpu::plan_forward(plan->problem);
   plan->workspace_bytes = 0;
   return issue(std::move(plan), workspaceSize, executor);
 }

@@ -10,6 +10,7 @@
 
 #include "acl/acl.h"
 #include "core/validate.hpp"
+#include "cpu/kernels.hpp"
 #include "gridsampler/gridsampler.hpp"
 
 struct aclTensor {
@@ -29,6 +30,8 @@ struct aclBoolArray {
 struct aclOpExecutor {
   enum class Kind { kForward, kBackward } kind = Kind::kForward;
   gridsampler::detail::Problem problem;
+  gridsampler::cpu::ForwardPlan forward;
+  gridsampler::cpu::BackwardPlan backward;
   gridsampler::TensorView grad, input, grid;
   gridsampler::MutableTensorView out, dx, dgrid;
   uint64_t workspace_bytes = 0;

@@ -127,6 +127,10 @@ Status check_options(const Options& options) {
     return invalid("padding_mode: unknown value " + std::to_string(pad) +
                    " (expected 0 zeros, 1 border or 2 reflection)");
   }
+  if (options.num_threads < 0) {
+    return invalid("num_threads: must be 0 (all) or positive, got " +
+                   std::to_string(options.num_threads));
+  }
   return Status::Ok();
 }
 

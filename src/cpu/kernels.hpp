@@ -1,27 +1,70 @@
 // CPU kernels: one template per (dtype, interpolation, padding,
-// align_corners), chosen once from a single table. Kernels assume a
-// validated problem (core/validate.hpp).
+// align_corners), chosen once from a single table when a call is planned.
+// Kernels assume a validated problem (core/validate.hpp).
+//
+// NOTE [Deterministic parallel backward]
+// dx[n, c] only receives contributions from grad[n, c], and dgrid[n, p] is a
+// sum over channels. The backward therefore runs as tasks (n, channel block,
+// pixel chunk): each task scatters into private float accumulators for its
+// channels (a thread's scratch, or a workspace slice when pixel chunks of one
+// plane must be summed) and sums its channels' dgrid terms per pixel. Where a
+// sum spans tasks (several pixel chunks for dx, several channel blocks for
+// dgrid) the partial results are added afterwards in a fixed order. Block
+// sizes and chunk counts depend only on the problem's shape, never on the
+// number of threads, so every thread count gives the same bits. No atomics.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/validate.hpp"
 #include "gridsampler/gridsampler.hpp"
 
 namespace gridsampler::cpu {
 
-using ForwardFn = void (*)(const detail::Problem&, const TensorView& input, const TensorView& grid,
-                           const MutableTensorView& output);
-// `workspace` holds backward_workspace_bytes(problem) bytes, 64-byte aligned.
-using BackwardFn = void (*)(const detail::Problem&, const TensorView& grad, const TensorView& input,
+struct BackwardPlan;
+
+using ForwardFn = void (*)(const detail::Problem&, int threads, const TensorView& input,
+                           const TensorView& grid, const MutableTensorView& output);
+using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const TensorView& input,
                             const TensorView& grid, const MutableTensorView& dx,
                             const MutableTensorView& dgrid, void* workspace);
 
-ForwardFn forward_kernel(const detail::Problem& problem);
-BackwardFn backward_kernel(const detail::Problem& problem);
+struct ForwardPlan {
+  detail::Problem problem;
+  int threads = 1;
+  ForwardFn fn = nullptr;
+};
 
-// Scratch the backward needs: float32 accumulators for dx when the dtype is
-// 16-bit (so dx is rounded once), nothing otherwise.
-std::size_t backward_workspace_bytes(const detail::Problem& problem);
+struct BackwardPlan {
+  detail::Problem problem;
+  int threads = 1;
+  int64_t channel_block = 1;  // channels per task
+  int64_t channel_blocks = 1;
+  int64_t pixel_chunks = 1;   // output-pixel chunks per (n, channel block)
+  int64_t chunk_pixels = 0;   // output pixels per chunk
+  // Workspace layout (byte offsets, 64-byte aligned) and total size.
+  std::size_t dx_partials = 0;     // per (n, c, chunk) accumulator planes, when chunks > 1
+  std::size_t dgrid_partials = 0;  // per (n, channel block, pixel) sums, when blocks > 1
+  std::size_t scratch = 0;         // per-thread accumulator planes, when chunks == 1
+  std::size_t workspace_bytes = 0;
+  BackwardFn fn = nullptr;
+};
+
+ForwardPlan plan_forward(const detail::Problem& problem);
+BackwardPlan plan_backward(const detail::Problem& problem);
+
+inline void run_forward(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
+                        const MutableTensorView& output) {
+  plan.fn(plan.problem, plan.threads, input, grid, output);
+}
+
+// `workspace` holds plan.workspace_bytes bytes, aligned to 4 bytes at least
+// (64 for speed).
+inline void run_backward(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
+                         const TensorView& grid, const MutableTensorView& dx,
+                         const MutableTensorView& dgrid, void* workspace) {
+  plan.fn(plan, grad, input, grid, dx, dgrid, workspace);
+}
 
 }  // namespace gridsampler::cpu

@@ -1,0 +1,79 @@
+// The per-mode sampling stencil: for one output pixel, which input pixels
+// (taps) it reads, with what weights, and the derivatives of those weights
+// with respect to the pixel coordinates. Built from the coordinate policy
+// (core/coords.hpp) with the modes as template parameters; used by the
+// forward and the backward alike, so the two cannot disagree.
+//
+// Every tap is kept (K = 1, 4 or 16), in a fixed order; a tap outside the
+// image is marked invalid, and the kernels neither read nor write through it
+// (so a NaN or Inf elsewhere never leaks in through a zero weight).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/coords.hpp"
+#include "gridsampler/gridsampler.hpp"
+
+namespace gridsampler::cpu {
+
+template <Interpolation M>
+inline constexpr int kTaps = M == Interpolation::kBicubic ? 16 : M == Interpolation::kNearest ? 1 : 4;
+
+template <class T, int K>
+struct Stencil {
+  int64_t y[K], x[K];
+  bool valid[K];
+  T w[K];      // interpolation weight
+  T dw_dx[K];  // d w / d ix
+  T dw_dy[K];  // d w / d iy
+  T mult_x, mult_y;  // d ix / d grid x, d iy / d grid y (0 where not differentiable)
+};
+
+template <Interpolation M, Padding P, bool kAlign, class T>
+inline void build_stencil(T gx, T gy, int64_t height, int64_t width, Stencil<T, kTaps<M>>* s) {
+  auto set = [&](int k, int64_t ty, int64_t tx, T w, T dx, T dy) {
+    s->y[k] = ty;
+    s->x[k] = tx;
+    s->valid[k] = coords::in_bounds(ty, tx, height, width);
+    s->w[k] = w;
+    s->dw_dx[k] = dx;
+    s->dw_dy[k] = dy;
+  };
+  if constexpr (M == Interpolation::kBicubic) {
+    const T ix = coords::bicubic_source<P>(gx, width, kAlign, &s->mult_x);
+    const T iy = coords::bicubic_source<P>(gy, height, kAlign, &s->mult_y);
+    const T fx = std::floor(ix), fy = std::floor(iy);
+    T cx[4], cy[4], gcx[4], gcy[4];
+    coords::cubic_weights(ix - fx, cx);
+    coords::cubic_weights(iy - fy, cy);
+    coords::cubic_weight_grads(ix - fx, gcx);
+    coords::cubic_weight_grads(iy - fy, gcy);
+    int64_t tx[4];
+    for (int i = 0; i < 4; ++i) tx[i] = coords::tap_index<P>(fx - 1 + i, width, kAlign);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t ty = coords::tap_index<P>(fy - 1 + j, height, kAlign);
+      for (int i = 0; i < 4; ++i) {
+        set(j * 4 + i, ty, tx[i], cx[i] * cy[j], -gcx[i] * cy[j], -gcy[j] * cx[i]);
+      }
+    }
+  } else {
+    const T ix = coords::source_index<P>(gx, width, kAlign, &s->mult_x);
+    const T iy = coords::source_index<P>(gy, height, kAlign, &s->mult_y);
+    if constexpr (M == Interpolation::kNearest) {
+      set(0, coords::to_index(std::nearbyint(iy)), coords::to_index(std::nearbyint(ix)), T(1), T(0),
+          T(0));
+    } else {
+      const T fx = std::floor(ix), fy = std::floor(iy);
+      const int64_t x0 = coords::to_index(fx), y0 = coords::to_index(fy);
+      const T west = ix - fx, east = (fx + 1) - ix;
+      const T north = iy - fy, south = (fy + 1) - iy;
+      set(0, y0, x0, south * east, -south, -east);
+      set(1, y0, x0 + 1, south * west, south, -west);
+      set(2, y0 + 1, x0, north * east, -north, east);
+      set(3, y0 + 1, x0 + 1, north * west, north, west);
+    }
+  }
+}
+
+}  // namespace gridsampler::cpu
