@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/half.hpp"
+#include "bench.hpp"
 #include "demo.hpp"
 #include "gridsampler/gridsampler.hpp"
 #include "io/npy.hpp"
@@ -478,6 +479,55 @@ int run_demo_command(const DemoArgs& args) {
   return gs::demo::run_demo(options, std::cout, std::cerr);
 }
 
+// gridsampler bench
+struct BenchArgs {
+  gs::bench::BenchOptions options;
+  std::string shape = "8,64,64,64,64,64", op = "backward", layout = "nchw";
+  SamplingArgs sampling;
+};
+
+gs::Status run_bench_command(const BenchArgs& args) {
+  gs::bench::BenchOptions o = args.options;
+  std::optional<gs::DType> requested;
+  if (gs::Status s = resolve_sampling(args.sampling, &o.options, &requested); !s.ok()) return s;
+  o.options.num_threads = args.options.options.num_threads;
+  o.dtype = requested.value_or(gs::DType::kFloat32);
+  std::vector<int64_t> dims;
+  std::size_t at = 0;
+  while (at <= args.shape.size()) {
+    const std::size_t comma = std::min(args.shape.find(',', at), args.shape.size());
+    const std::string part = args.shape.substr(at, comma - at);
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v < 0) break;
+    dims.push_back(v);
+    at = comma + 1;
+  }
+  if (dims.size() != 6) return error("--shape: expected N,C,Hin,Win,Hout,Wout (six non-negative integers), got '" + args.shape + "'");
+  std::copy(dims.begin(), dims.end(), o.shape.begin());
+  if (args.op != "backward" && args.op != "forward") return error("--op: expected forward or backward, got '" + args.op + "'");
+  o.backward = args.op == "backward";
+  if (args.layout != "nchw" && args.layout != "nhwc") return error("--layout: expected nchw or nhwc, got '" + args.layout + "'");
+  o.channels_last = args.layout == "nhwc";
+  if (o.options.num_threads < 0) return error("--threads: must be 0 (all) or positive");
+  return gs::bench::run_bench(o, std::cout);
+}
+
+Command add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Time forward or backward on random data; print one JSON line");
+  cmd->add_option("--shape", args->shape, "N,C,Hin,Win,Hout,Wout (default: 8,64,64,64,64,64)")->type_name("DIMS");
+  cmd->add_option("--op", args->op, "backward (default) or forward")->type_name("OP");
+  add_sampling_options(cmd, &args->sampling);
+  cmd->add_option("--layout", args->layout, "nchw (default) or nhwc: memory of input, grad, output and dx")
+      ->type_name("LAYOUT");
+  cmd->add_option("--threads", args->options.options.num_threads, "Threads, 0 = all (default: 0)")->type_name("T");
+  cmd->add_option("--reps", args->options.reps, "Timed repetitions after one warm-up (default: 20)")->type_name("R");
+  cmd->footer("Data: input and grad uniform in [-1, 1], grid uniform in [-1.1, 1.1], fixed seed. gbps counts the "
+              "bytes of all inputs and outputs once each, divided by the median time. --dtype defaults to f32.");
+  return {cmd, [args] { return run_bench_command(*args); }};
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{"gridsampler: 2-D grid sampling (PyTorch's grid_sample) and its gradient, on .npy files.",
                "gridsampler"};
@@ -489,6 +539,7 @@ int run_main(int argc, char** argv) {
   std::vector<Command> commands;
   commands.push_back(add_forward_command(app));
   commands.push_back(add_backward_command(app));
+  commands.push_back(add_bench_command(app));
   DemoArgs demo_args;
   CLI::App* demo = add_demo_command(app, &demo_args);
 

@@ -30,6 +30,22 @@ using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const T
                             const TensorView& grid, const MutableTensorView& dx,
                             const MutableTensorView& dgrid, void* workspace);
 
+// The kernels of one dtype for the SIMD target chosen for this CPU, indexed
+// by (mode * 3 + padding) * 2 + align_corners.
+struct KernelTable {
+  static constexpr int kEntries = 3 * 3 * 2;
+  ForwardFn forward[kEntries];
+  BackwardFn backward[kEntries];
+};
+
+// The SIMD targets compiled in and supported by this CPU (Highway's target
+// bits), the one in use, and a way for tests to restrict the choice (0 =
+// undo). Plans made after force_targets() use the new choice.
+int64_t available_targets();
+int64_t current_target();
+void force_targets(int64_t targets);
+const char* target_name(int64_t target);
+
 struct ForwardPlan {
   detail::Problem problem;
   int threads = 1;
@@ -39,14 +55,17 @@ struct ForwardPlan {
 struct BackwardPlan {
   detail::Problem problem;
   int threads = 1;
+  bool interleaved = false;   // channel blocks stored [pixel][channel] (see kernels.cpp)
   int64_t channel_block = 1;  // channels per task
+  int64_t accumulator_elems = 0;  // one task's dx accumulators
+  int64_t scratch_elems = 0;      // per thread
   int64_t channel_blocks = 1;
   int64_t pixel_chunks = 1;   // output-pixel chunks per (n, channel block)
   int64_t chunk_pixels = 0;   // output pixels per chunk
   // Workspace layout (byte offsets, 64-byte aligned) and total size.
-  std::size_t dx_partials = 0;     // per (n, c, chunk) accumulator planes, when chunks > 1
+  std::size_t dx_partials = 0;     // per (n, block, chunk) accumulators, when chunks > 1
   std::size_t dgrid_partials = 0;  // per (n, channel block, pixel) sums, when blocks > 1
-  std::size_t scratch = 0;         // per-thread accumulator planes, when chunks == 1
+  std::size_t scratch = 0;         // per-thread scratch
   std::size_t workspace_bytes = 0;
   BackwardFn fn = nullptr;
 };

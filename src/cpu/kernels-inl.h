@@ -1,0 +1,422 @@
+// The CPU kernels, compiled once per SIMD target by Highway's
+// foreach_target (see kernels_f32.cpp and its siblings, one per dtype) and
+// chosen at run time for the CPU at hand. The loops are plain C++ written so
+// that the compiler vectorises them for each target (see NOTE [Deterministic
+// parallel backward] in kernels.hpp for how the work is split).
+//
+// Both directions work on tiles of kTile output pixels: the stencils of a
+// tile are built once (coordinates, tap offsets, weights) into small arrays
+// and then applied to every channel, so the coordinate work is amortised over
+// the channels and each channel's loop is a tight gather/scatter over the
+// tile. Values are computed in the compute type T (float32 for the 16-bit
+// dtypes and float32, float64 for float64) and rounded once when stored.
+
+// Target-independent includes (normal include guards).
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include <omp.h>
+
+#include "core/dtype.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/stencil.hpp"
+#include "cpu/tuning.hpp"
+
+// Per-target part: re-included once for every target.
+#if defined(GRIDSAMPLER_CPU_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GRIDSAMPLER_CPU_KERNELS_INL_H_
+#undef GRIDSAMPLER_CPU_KERNELS_INL_H_
+#else
+#define GRIDSAMPLER_CPU_KERNELS_INL_H_
+#endif
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gridsampler::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+using detail::Problem;
+
+
+// The stencils of up to kTile consecutive output pixels of one image, laid
+// out tap-major so each channel's loop reads them sequentially. Invalid taps
+// have zero weights, input offset 0 and accumulator index `plane` (a dummy
+// slot past the real pixels), so loops need no branches; the gathered value
+// of an invalid tap is replaced by 0 so that nothing from outside leaks in.
+template <class T, int K>
+struct Tile {
+  int count = 0;
+  int64_t out_off[kTile];  // pixel offset in a grad/output channel plane
+  int64_t in_off[K][kTile];
+  int64_t acc[K][kTile];  // y * Win + x
+  bool valid[K][kTile];
+  T w[K][kTile];
+  T dwx[K][kTile];
+  T dwy[K][kTile];
+  T mult_x[kTile];
+  T mult_y[kTile];
+};
+
+template <Interpolation M, Padding P, bool kAlign, class S, class T, int K>
+void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strides, int64_t n,
+               int64_t p0, int64_t count, Tile<T, K>* t, const Shape4& in_strides) {
+  const S* gr = static_cast<const S*>(grid.data);
+  const Shape4& gs = grid.strides;
+  const int64_t plane = p.in_h * p.in_w;
+  Stencil<T, K> s;
+  t->count = static_cast<int>(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t q = p0 + i;
+    const int64_t h = q / p.out_w, w = q % p.out_w;
+    const S* g = gr + n * gs[0] + h * gs[1] + w * gs[2];
+    build_stencil<M, P, kAlign>(load(g[0]), load(g[gs[3]]), p.in_h, p.in_w, &s);
+    t->out_off[i] = h * out_strides[2] + w * out_strides[3];
+    t->mult_x[i] = s.mult_x;
+    t->mult_y[i] = s.mult_y;
+    for (int k = 0; k < K; ++k) {
+      const bool ok = s.valid[k];
+      t->valid[k][i] = ok;
+      t->in_off[k][i] = ok ? s.y[k] * in_strides[2] + s.x[k] * in_strides[3] : 0;
+      t->acc[k][i] = ok ? s.y[k] * p.in_w + s.x[k] : plane;
+      t->w[k][i] = ok ? s.w[k] : T(0);
+      t->dwx[k][i] = ok ? s.dw_dx[k] : T(0);
+      t->dwy[k][i] = ok ? s.dw_dy[k] : T(0);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Forward: tasks are (n, tile); each writes its own output pixels.
+
+template <class S, Interpolation M, Padding P, bool kAlign>
+void forward(const Problem& p, int threads, const TensorView& input, const TensorView& grid,
+             const MutableTensorView& output) {
+  using T = compute_t<S>;
+  constexpr int K = kTaps<M>;
+  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t tiles = (pixels + kTile - 1) / kTile;
+  const S* in = static_cast<const S*>(input.data);
+  S* out = static_cast<S*>(output.data);
+  const Shape4& is = input.strides;
+  const Shape4& os = output.strides;
+#pragma omp parallel num_threads(threads)
+  {
+    auto tile = std::make_unique<Tile<T, K>>();
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < p.n * tiles; ++task) {
+      const int64_t n = task / tiles;
+      const int64_t p0 = (task % tiles) * kTile;
+      const int64_t count = std::min<int64_t>(kTile, pixels - p0);
+      fill_tile<M, P, kAlign, S>(p, grid, os, n, p0, count, tile.get(), is);
+      const Tile<T, K>& t = *tile;
+      for (int64_t c = 0; c < p.c; ++c) {
+        const S* ip = in + n * is[0] + c * is[1];
+        S* op = out + n * os[0] + c * os[1];
+        for (int i = 0; i < t.count; ++i) {
+          T acc = 0;
+          for (int k = 0; k < K; ++k) {
+            const T v = t.valid[k][i] ? load(ip[t.in_off[k][i]]) : T(0);
+            acc += t.w[k][i] * v;
+          }
+          op[t.out_off[i]] = store<S>(acc);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Backward.
+
+// Adds one channel's contributions over a tile: dx into `acc` (one
+// accumulator plane), dgrid terms into gx/gy. Written as separate simple
+// loops over the tile's pixels so that the compiler can vectorise the ones
+// without scatter conflicts (the grad loads and the dgrid gathers); the dx
+// scatter stays scalar because neighbouring pixels may hit the same input
+// pixel.
+template <class S, class T, int K, bool kDx, bool kDgrid>
+inline void backward_channel(const Tile<T, K>& t, const S* __restrict gp, const S* __restrict ip,
+                             T* __restrict acc, T* __restrict gx, T* __restrict gy) {
+  const int count = t.count;
+  T g[kTile];
+  for (int i = 0; i < count; ++i) g[i] = load(gp[t.out_off[i]]);
+  if constexpr (kDx) {
+    for (int k = 0; k < K; ++k) {
+      const int64_t* __restrict idx = t.acc[k];
+      const T* __restrict w = t.w[k];
+      for (int i = 0; i < count; ++i) acc[idx[i]] += w[i] * g[i];
+    }
+  }
+  if constexpr (kDgrid) {
+    T sx[kTile] = {}, sy[kTile] = {};
+    for (int k = 0; k < K; ++k) {
+      const int64_t* __restrict off = t.in_off[k];
+      const bool* __restrict valid = t.valid[k];
+      const T* __restrict dwx = t.dwx[k];
+      const T* __restrict dwy = t.dwy[k];
+      for (int i = 0; i < count; ++i) {
+        const T v = valid[i] ? load(ip[off[i]]) : T(0);
+        sx[i] += dwx[i] * v;
+        sy[i] += dwy[i] * v;
+      }
+    }
+    for (int i = 0; i < count; ++i) {
+      gx[i] += sx[i] * g[i];
+      gy[i] += sy[i] * g[i];
+    }
+  }
+}
+
+// Interleaved variant: a block of kLanes channels is processed together, with
+// the accumulators and a copy of the input stored pixel-major and channel-minor
+// ([pixel][lane]), so that every tap of every pixel is one contiguous run of
+// kLanes values: the inner loops have no gathers, no scatter conflicts and a
+// fixed length the compiler turns into vector code. Both buffers end with a
+// zero row that invalid taps point at.
+
+template <class S, class T, int K, bool kDx, bool kDgrid>
+inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T* __restrict xin,
+                           T* __restrict acc, T* __restrict gx, T* __restrict gy) {
+  for (int i = 0; i < t.count; ++i) {
+    const T* __restrict g = gt + i * kLanes;
+    T sx[kLanes] = {}, sy[kLanes] = {};
+    for (int k = 0; k < K; ++k) {
+      const int64_t q = t.acc[k][i];
+      if constexpr (kDx) {
+        T* __restrict a = acc + q * kLanes;
+        const T w = t.w[k][i];
+        for (int j = 0; j < kLanes; ++j) a[j] += w * g[j];
+      }
+      if constexpr (kDgrid) {
+        const T* __restrict v = xin + q * kLanes;
+        const T wx = t.dwx[k][i], wy = t.dwy[k][i];
+        for (int j = 0; j < kLanes; ++j) {
+          sx[j] += wx * v[j];
+          sy[j] += wy * v[j];
+        }
+      }
+    }
+    if constexpr (kDgrid) {
+      // Sum over the lanes in a fixed tree order.
+      for (int j = 0; j < kLanes; ++j) {
+        sx[j] *= g[j];
+        sy[j] *= g[j];
+      }
+      for (int width = kLanes / 2; width >= 1; width /= 2) {
+        for (int j = 0; j < width; ++j) {
+          sx[j] += sx[j + width];
+          sy[j] += sy[j + width];
+        }
+      }
+      gx[i] += sx[0];
+      gy[i] += sy[0];
+    }
+  }
+}
+
+template <class S, Interpolation M, Padding P, bool kAlign, bool kInterleaved>
+void backward_impl(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
+                   const TensorView& grid, const MutableTensorView& dx, const MutableTensorView& dgrid,
+                   void* workspace) {
+  using T = compute_t<S>;
+  constexpr int K = kTaps<M>;
+  constexpr bool kHasDgrid = M != Interpolation::kNearest;  // nearest: dgrid is 0
+  const Problem& p = plan.problem;
+  const bool want_dx = p.mask.input;
+  const bool want_dgrid = p.mask.grid;
+  const bool need_values = want_dgrid && kHasDgrid;
+  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t plane = p.in_h * p.in_w;
+  const int64_t slot = plane + 1;  // a plane and its dummy slot
+  const int64_t cb_size = plan.channel_block, blocks = plan.channel_blocks;
+  const int64_t chunks = plan.pixel_chunks, chunk = plan.chunk_pixels;
+  const int64_t acc_elems = plan.accumulator_elems;  // one task's accumulators
+  const S* go = static_cast<const S*>(grad.data);
+  const S* in = static_cast<const S*>(input.data);
+  S* dxp = static_cast<S*>(dx.data);
+  S* dgp = static_cast<S*>(dgrid.data);
+  const Shape4 &gs = grad.strides, &is = input.strides, &ds = dx.strides, &dgs = dgrid.strides;
+  auto* ws = static_cast<unsigned char*>(workspace);
+  T* dx_partials = reinterpret_cast<T*>(ws + plan.dx_partials);
+  T* dg_partials = reinterpret_cast<T*>(ws + plan.dgrid_partials);
+  T* scratch = reinterpret_cast<T*>(ws + plan.scratch);
+
+  // Where channel c (of the block starting at c0) of pixel q accumulates.
+  auto acc_index = [&](int64_t c, int64_t c0, int64_t q) {
+    return kInterleaved ? q * kLanes + (c - c0) : (c - c0) * slot + q;
+  };
+  // Writes the accumulators of channels [c0, c1) of image n to dx.
+  auto store_dx = [&](int64_t n, int64_t c0, int64_t c1, const T* a) {
+    for (int64_t c = c0; c < c1; ++c) {
+      S* d = dxp + n * ds[0] + c * ds[1];
+      for (int64_t y = 0; y < p.in_h; ++y)
+        for (int64_t x = 0; x < p.in_w; ++x)
+          d[y * ds[2] + x * ds[3]] = store<S>(a[acc_index(c, c0, y * p.in_w + x)]);
+    }
+  };
+
+#pragma omp parallel num_threads(plan.threads)
+  {
+    auto tile = std::make_unique<Tile<T, K>>();
+    T gx[kTile], gy[kTile];
+    // This thread's scratch: accumulators (when tasks own whole planes) and,
+    // interleaved, the block's input values and a grad tile.
+    T* my_scratch = scratch + static_cast<int64_t>(omp_get_thread_num()) * plan.scratch_elems;
+    T* my_acc = my_scratch;
+    T* xin = my_scratch + acc_elems;
+    T* gt = xin + (kInterleaved ? slot * kLanes : 0);
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
+      const int64_t n = task / (blocks * chunks);
+      const int64_t block = (task / chunks) % blocks;
+      const int64_t part = task % chunks;
+      const int64_t c0 = block * cb_size, c1 = std::min(p.c, c0 + cb_size);
+      const int64_t p_begin = part * chunk, p_end = std::min(pixels, p_begin + chunk);
+      T* acc = chunks == 1 ? my_acc : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
+      if (want_dx) std::fill_n(acc, acc_elems, T(0));
+      if constexpr (kInterleaved) {
+        std::fill_n(gt, kTile * kLanes, T(0));
+        if (need_values) {
+          std::fill_n(xin, slot * kLanes, T(0));
+          for (int64_t c = c0; c < c1; ++c) {
+            const S* ip = in + n * is[0] + c * is[1];
+            for (int64_t y = 0; y < p.in_h; ++y)
+              for (int64_t x = 0; x < p.in_w; ++x)
+                xin[(y * p.in_w + x) * kLanes + (c - c0)] = load(ip[y * is[2] + x * is[3]]);
+          }
+        }
+      }
+      for (int64_t p0 = p_begin; p0 < p_end; p0 += kTile) {
+        fill_tile<M, P, kAlign, S>(p, grid, gs, n, p0, std::min<int64_t>(kTile, p_end - p0), tile.get(), is);
+        const Tile<T, K>& t = *tile;
+        std::fill_n(gx, kTile, T(0));
+        std::fill_n(gy, kTile, T(0));
+        if constexpr (kInterleaved) {
+          for (int64_t c = c0; c < c1; ++c) {
+            const S* gp = go + n * gs[0] + c * gs[1];
+            for (int i = 0; i < t.count; ++i) gt[i * kLanes + (c - c0)] = load(gp[t.out_off[i]]);
+          }
+          if (want_dx && need_values) {
+            backward_lanes<S, T, K, true, true>(t, gt, xin, acc, gx, gy);
+          } else if (want_dx) {
+            backward_lanes<S, T, K, true, false>(t, gt, xin, acc, gx, gy);
+          } else if (need_values) {
+            backward_lanes<S, T, K, false, true>(t, gt, xin, acc, gx, gy);
+          }
+        } else {
+          for (int64_t c = c0; c < c1; ++c) {
+            const S* gp = go + n * gs[0] + c * gs[1];
+            const S* ip = in + n * is[0] + c * is[1];
+            T* a = want_dx ? acc + (c - c0) * slot : nullptr;
+            if (want_dx && need_values) {
+              backward_channel<S, T, K, true, true>(t, gp, ip, a, gx, gy);
+            } else if (want_dx) {
+              backward_channel<S, T, K, true, false>(t, gp, ip, a, gx, gy);
+            } else if (need_values) {
+              backward_channel<S, T, K, false, true>(t, gp, ip, a, gx, gy);
+            }
+          }
+        }
+        if (want_dgrid) {
+          for (int i = 0; i < t.count; ++i) {
+            const int64_t q = p0 + i;
+            if (blocks == 1) {
+              S* d = dgp + n * dgs[0] + (q / p.out_w) * dgs[1] + (q % p.out_w) * dgs[2];
+              d[0] = store<S>(t.mult_x[i] * gx[i]);
+              d[dgs[3]] = store<S>(t.mult_y[i] * gy[i]);
+            } else {
+              // Partial sums, and (from block 0) the multipliers, per pixel.
+              T* part_sum = dg_partials + ((n * (blocks + 1) + block + 1) * pixels + q) * 2;
+              part_sum[0] = gx[i];
+              part_sum[1] = gy[i];
+              if (block == 0) {
+                T* mult = dg_partials + (n * (blocks + 1) * pixels + q) * 2;
+                mult[0] = t.mult_x[i];
+                mult[1] = t.mult_y[i];
+              }
+            }
+          }
+        }
+      }
+      if (want_dx && chunks == 1) store_dx(n, c0, c1, acc);
+    }
+
+    // Fixed-order sums of what spans tasks (the barrier of `omp for` above
+    // has made every partial visible).
+    if (want_dx && chunks > 1) {
+#pragma omp for schedule(static)
+      for (int64_t nb = 0; nb < p.n * blocks; ++nb) {
+        const T* first = dx_partials + nb * chunks * acc_elems;
+        std::copy_n(first, acc_elems, my_acc);
+        for (int64_t part = 1; part < chunks; ++part) {
+          const T* a = first + part * acc_elems;
+          for (int64_t e = 0; e < acc_elems; ++e) my_acc[e] += a[e];
+        }
+        const int64_t c0 = (nb % blocks) * cb_size;
+        store_dx(nb / blocks, c0, std::min(p.c, c0 + cb_size), my_acc);
+      }
+    }
+    if (want_dgrid && blocks > 1) {
+#pragma omp for schedule(static)
+      for (int64_t nq = 0; nq < p.n * pixels; ++nq) {
+        const int64_t n = nq / pixels, q = nq % pixels;
+        const T* base = dg_partials + n * (blocks + 1) * pixels * 2;
+        T sx = 0, sy = 0;
+        for (int64_t block = 0; block < blocks; ++block) {
+          sx += base[((block + 1) * pixels + q) * 2];
+          sy += base[((block + 1) * pixels + q) * 2 + 1];
+        }
+        S* d = dgp + n * dgs[0] + (q / p.out_w) * dgs[1] + (q % p.out_w) * dgs[2];
+        d[0] = store<S>(base[q * 2] * sx);
+        d[dgs[3]] = store<S>(base[q * 2 + 1] * sy);
+      }
+    }
+  }
+}
+
+template <class S, Interpolation M, Padding P, bool kAlign>
+void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
+              const TensorView& grid, const MutableTensorView& dx, const MutableTensorView& dgrid,
+              void* workspace) {
+  if (plan.interleaved) {
+    backward_impl<S, M, P, kAlign, true>(plan, grad, input, grid, dx, dgrid, workspace);
+  } else {
+    backward_impl<S, M, P, kAlign, false>(plan, grad, input, grid, dx, dgrid, workspace);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The dispatch table of one dtype: every (mode, padding, align_corners),
+// indexed as (mode * 3 + padding) * 2 + align (see kernels.cpp).
+
+template <int I>
+struct Modes {
+  static constexpr bool kAlign = I % 2 == 1;
+  static constexpr Padding kPad = static_cast<Padding>((I / 2) % 3);
+  static constexpr Interpolation kMode = static_cast<Interpolation>(I / 6);
+};
+
+template <class S, int... I>
+void fill_table(KernelTable* table, std::integer_sequence<int, I...>) {
+  ((table->forward[I] = &forward<S, Modes<I>::kMode, Modes<I>::kPad, Modes<I>::kAlign>), ...);
+  ((table->backward[I] = &backward<S, Modes<I>::kMode, Modes<I>::kPad, Modes<I>::kAlign>), ...);
+}
+
+template <class S>
+void fill_table(KernelTable* table) {
+  fill_table<S>(table, std::make_integer_sequence<int, KernelTable::kEntries>{});
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace gridsampler::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // GRIDSAMPLER_CPU_KERNELS_INL_H_

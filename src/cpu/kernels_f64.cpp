@@ -1,0 +1,23 @@
+// The double kernels for every compiled SIMD target, and their run-time choice.
+// (One file per dtype, so the four compile in parallel.)
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/kernels_f64.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "cpu/kernels-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gridsampler::cpu {
+namespace HWY_NAMESPACE {
+void FillTable_f64(KernelTable* table) { fill_table<double>(table); }
+}  // namespace HWY_NAMESPACE
+}  // namespace gridsampler::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace gridsampler::cpu {
+HWY_EXPORT(FillTable_f64);
+void kernels_f64(KernelTable* table) { HWY_DYNAMIC_DISPATCH(FillTable_f64)(table); }
+}  // namespace gridsampler::cpu
+#endif

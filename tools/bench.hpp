@@ -1,0 +1,27 @@
+// `gridsampler bench`: times forward or backward on random data and prints
+// one JSON line (median_ms, min_ms, threads, gbps, ...).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "gridsampler/gridsampler.hpp"
+
+namespace gridsampler::bench {
+
+struct BenchOptions {
+  std::array<int64_t, 6> shape{8, 64, 64, 64, 64, 64};  // N, C, Hin, Win, Hout, Wout
+  bool backward = true;
+  Options options;             // mode, padding, align_corners, num_threads (0 = all)
+  DType dtype = DType::kFloat32;
+  bool channels_last = false;  // input, grad, output and dx in NHWC memory
+  int reps = 20;
+  uint64_t seed = 1;
+};
+
+// Runs the benchmark; on error returns a non-ok status and prints nothing.
+Status run_bench(const BenchOptions& options, std::ostream& out);
+
+}  // namespace gridsampler::bench
