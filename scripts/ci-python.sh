@@ -30,7 +30,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 pyver=$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 VENV=${GRIDSAMPLER_VENV:-$HOME/.cache/gridsampler/venv-py$pyver}
-log() { echo "ci-python: $*"; }
+log() { echo "ci-python [${SECONDS}s]: $*"; }
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   log "creating $VENV"
@@ -89,7 +89,9 @@ else
   log "torch installed in $((SECONDS - start)) s ($(du -sh "$VENV" | cut -f1) in $VENV)"
 fi
 
-# The package, as a user installs it (isolated build, PyPI build requirements).
+# The package, as a user installs it (isolated build, PyPI build requirements),
+# after the C++ build's own Debian packages (Highway, OpenMP, ...).
+bash scripts/install-deps.sh
 log "pip install ."
 pip install -q --force-reinstall --no-deps .
 "$py" -c 'import gridsampler, gridsampler.torch, torch; print("ci-python: gridsampler", gridsampler.__version__, "with torch", torch.__version__)'

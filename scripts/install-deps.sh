@@ -3,7 +3,7 @@
 # Regenerating the golden data (tests/data/make_golden.py) also needs
 # python3-torch and python3-numpy; pass --golden to install those too.
 set -euo pipefail
-packages=(g++ cmake make libgtest-dev libcli11-dev libpng-dev libhwy-dev pkg-config)
+packages=(g++ cmake make libgtest-dev libcli11-dev libpng-dev libhwy-dev pkg-config libbenchmark-dev)
 if [[ "${1:-}" == "--golden" ]]; then packages+=(python3-torch python3-numpy); fi
 missing=()
 for p in "${packages[@]}"; do

@@ -71,9 +71,12 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
   const int64_t plane = p.in_h * p.in_w;
   Stencil<T, K> s;
   t->count = static_cast<int>(count);
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t q = p0 + i;
-    const int64_t h = q / p.out_w, w = q % p.out_w;
+  int64_t h = p0 / p.out_w, w = p0 % p.out_w;
+  for (int64_t i = 0; i < count; ++i, ++w) {
+    if (w == p.out_w) {
+      w = 0;
+      ++h;
+    }
     const S* g = gr + n * gs[0] + h * gs[1] + w * gs[2];
     build_stencil<M, P, kAlign>(load(g[0]), load(g[gs[3]]), p.in_h, p.in_w, &s);
     t->out_off[i] = h * out_strides[2] + w * out_strides[3];
@@ -185,7 +188,8 @@ inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T*
                            T* __restrict acc, T* __restrict gx, T* __restrict gy) {
   for (int i = 0; i < t.count; ++i) {
     const T* __restrict g = gt + i * kLanes;
-    T sx[kLanes] = {}, sy[kLanes] = {};
+    T sx[kLanes], sy[kLanes];
+    for (int j = 0; j < kLanes; ++j) sx[j] = sy[j] = T(0);
     for (int k = 0; k < K; ++k) {
       const int64_t q = t.acc[k][i];
       if constexpr (kDx) {
@@ -255,9 +259,17 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
   auto store_dx = [&](int64_t n, int64_t c0, int64_t c1, const T* a) {
     for (int64_t c = c0; c < c1; ++c) {
       S* d = dxp + n * ds[0] + c * ds[1];
-      for (int64_t y = 0; y < p.in_h; ++y)
-        for (int64_t x = 0; x < p.in_w; ++x)
-          d[y * ds[2] + x * ds[3]] = store<S>(a[acc_index(c, c0, y * p.in_w + x)]);
+      const T* __restrict src = a + acc_index(c, c0, 0);
+      const int64_t step = kInterleaved ? kLanes : 1;
+      if (ds[3] == 1 && ds[2] == p.in_w) {  // a dense plane: one flat loop
+        for (int64_t q = 0; q < plane; ++q) d[q] = store<S>(src[q * step]);
+      } else {
+        for (int64_t y = 0; y < p.in_h; ++y) {
+          S* row = d + y * ds[2];
+          const T* in_row = src + y * p.in_w * step;
+          for (int64_t x = 0; x < p.in_w; ++x) row[x * ds[3]] = store<S>(in_row[x * step]);
+        }
+      }
     }
   };
 
@@ -286,9 +298,16 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
           std::fill_n(xin, slot * kLanes, T(0));
           for (int64_t c = c0; c < c1; ++c) {
             const S* ip = in + n * is[0] + c * is[1];
-            for (int64_t y = 0; y < p.in_h; ++y)
-              for (int64_t x = 0; x < p.in_w; ++x)
-                xin[(y * p.in_w + x) * kLanes + (c - c0)] = load(ip[y * is[2] + x * is[3]]);
+            T* __restrict dst = xin + (c - c0);
+            if (is[3] == 1 && is[2] == p.in_w) {  // a dense plane: one flat loop
+              for (int64_t q = 0; q < plane; ++q) dst[q * kLanes] = load(ip[q]);
+            } else {
+              for (int64_t y = 0; y < p.in_h; ++y) {
+                const S* row = ip + y * is[2];
+                T* out_row = dst + y * p.in_w * kLanes;
+                for (int64_t x = 0; x < p.in_w; ++x) out_row[x * kLanes] = load(row[x * is[3]]);
+              }
+            }
           }
         }
       }
