@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/half.hpp"
+#include "common/temp_dir.hpp"
 #include "io/npy.hpp"
 
 namespace gridsampler {
@@ -25,28 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "cli_test_XXXXXX").string();
-    if (::mkdtemp(templ.data()) == nullptr) std::abort();
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  // Names of the files in the folder.
-  std::set<std::string> files() const {
-    std::set<std::string> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.insert(e.path().filename().string());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
+using gstest::TempDir;
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -7,6 +7,8 @@
 // to link.
 #include <gtest/gtest.h>
 
+#include "common/temp_dir.hpp"
+
 #ifndef GRIDSAMPLER_HAVE_DEMO
 TEST(Demo, NotLinked) {
   GTEST_SKIP() << "demo_test does not link gridsampler_demo (tools/CMakeLists.txt); nothing tested";
@@ -37,23 +39,7 @@ constexpr int kStripWidth = 2 * kSize + 4;  // N = 2 images side by side, 4-pixe
 constexpr int kOverviewSide = 3 * kSize + 8;
 
 // A fresh directory under the system's temporary directory, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("gridsampler_demo_test_" + std::to_string(rd()) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using gstest::TempDir;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
