@@ -102,8 +102,10 @@ BackwardPlan plan_backward(const Problem& p) {
     plan.channel_block = kLanes;
     plan.accumulator_elems = slot * kLanes;
   } else {
-    plan.channel_block = std::clamp<int64_t>(
-        static_cast<int64_t>(kAccumulatorBytes / (static_cast<std::size_t>(slot) * elem)), 1, c);
+    // Each block rebuilds the stencils, so never split fewer than
+    // kLanes / 2 channels, even when their planes exceed kAccumulatorBytes.
+    const int64_t fit = static_cast<int64_t>(kAccumulatorBytes / (static_cast<std::size_t>(slot) * elem));
+    plan.channel_block = std::clamp<int64_t>(std::max<int64_t>(fit, kLanes / 2), 1, c);
     plan.accumulator_elems = plan.channel_block * slot;
   }
   plan.channel_blocks = (c + plan.channel_block - 1) / plan.channel_block;
