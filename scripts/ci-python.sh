@@ -72,12 +72,17 @@ else
     # meta-package, installed --no-deps to read its metadata).
     toolkit=$("$py" python/ci/torch_lean_requirements.py --toolkit)
     if [[ -n "$toolkit" ]]; then pip install -q --no-deps "$toolkit"; fi
-    mapfile -t deps < <("$py" python/ci/torch_lean_requirements.py $LEAN_CUDA_WHEELS)
-    ((${#deps[@]})) || { log "cannot read torch's requirements"; exit 1; }
-    log "(pip may warn that torch's other CUDA requirements are not installed: that is the point)"
-    pip install -q "${deps[@]}"
-    if ! torch_ok; then
-      log "torch does not load without the rest of its CUDA wheels here ($("$py" -c 'import torch' 2>&1 | tail -n 1)); installing them"
+    read -r -a lean_wheels <<<"$LEAN_CUDA_WHEELS"
+    if deps=$("$py" python/ci/torch_lean_requirements.py "${lean_wheels[@]}"); then
+      log "(pip may warn that torch's other CUDA requirements are not installed: that is the point)"
+      # shellcheck disable=SC2086  # one requirement a line, none with spaces
+      pip install -q $deps
+      if ! torch_ok; then
+        log "torch does not load without the rest of its CUDA wheels here ($("$py" -c 'import torch' 2>&1 | tail -n 1)); installing them"
+        TORCH_INSTALL=full
+      fi
+    else
+      log "no lean install known for this torch; installing it whole"
       TORCH_INSTALL=full
     fi
   fi
@@ -100,7 +105,7 @@ pip install -q --force-reinstall --no-deps .
 pytest_log=$(mktemp)
 set +e
 (cd python/tests && GRIDSAMPLER_REQUIRE_TORCH=1 "$py" -m pytest -q -rs -p no:cacheprovider \
-  --show-capture=no -p no:logging . 2>&1) | tee "$pytest_log"
+  -p no:logging . 2>&1) | tee "$pytest_log"
 rc=${PIPESTATUS[0]}
 set -e
 summary=$(tail -n 1 "$pytest_log")

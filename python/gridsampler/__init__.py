@@ -1,0 +1,210 @@
+"""gridsampler: PyTorch's ``grid_sample`` and its gradient (GridSampler2DGrad) on the CPU.
+
+Framework-neutral functions over any CPU array that speaks DLPack or the
+buffer protocol (NumPy, PyTorch, JAX, ...), read without copying whatever
+its strides::
+
+    import numpy as np, gridsampler
+    out = gridsampler.grid_sample(x, grid, mode="bilinear", padding_mode="zeros")
+    dx, dgrid = gridsampler.grid_sample_backward(grad_out, x, grid)
+
+Results are arrays of the caller's kind: torch tensors for a torch ``input``,
+JAX arrays for a JAX ``input``, NumPy arrays otherwise. Importing this
+module does not import torch. The differentiable PyTorch drop-in for
+``torch.nn.functional.grid_sample`` is ``gridsampler.torch.grid_sample``.
+
+Errors: a dtype problem raises ``TypeError``, any other bad argument
+``ValueError``, with the C++ library's message (e.g.
+``grid: last dimension must be 2, got 3``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence, Tuple
+
+import numpy as _np
+
+from . import _gridsampler as _C
+
+__all__ = ["grid_sample", "grid_sample_backward", "MODES", "PADDING_MODES"]
+__version__ = "0.1.0"
+
+MODES = ("bilinear", "nearest", "bicubic")
+PADDING_MODES = ("zeros", "border", "reflection")
+
+
+def __getattr__(name: str) -> Any:
+    # `gridsampler.torch` is imported on first use only, so that NumPy users
+    # never import torch.
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _torch_tensor_type():
+    torch = sys.modules.get("torch")  # never imports torch
+    return getattr(torch, "Tensor", None) if torch is not None else None
+
+
+def _is_jax_array(x: Any) -> bool:
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, getattr(jax, "Array", ()))
+
+
+def _coerce(x: Any) -> Any:
+    """Arrays as they are; anything without a shape (nested lists) through NumPy."""
+    return x if hasattr(x, "shape") else _np.asarray(x)
+
+
+def _check_ndim(name: str, x: Any) -> Tuple[int, ...]:
+    shape = tuple(int(s) for s in x.shape)
+    if len(shape) != 4:
+        raise ValueError(f"{name}: expected 4 dimensions, got {len(shape)}")
+    return shape
+
+
+def _check_options(mode: str, padding_mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(
+            f"mode: unknown value {mode!r} (expected 'bilinear', 'nearest' or 'bicubic')")
+    if padding_mode not in PADDING_MODES:
+        raise ValueError(
+            f"padding_mode: unknown value {padding_mode!r} "
+            "(expected 'zeros', 'border' or 'reflection')")
+
+
+def _is_numpy_bfloat16(dtype: Any) -> bool:
+    # ml_dtypes' bfloat16 (the one JAX uses): a NumPy dtype DLPack cannot carry.
+    return isinstance(dtype, _np.dtype) and dtype.name == "bfloat16" and dtype.itemsize == 2
+
+
+class _Frame:
+    """Allocates outputs like `like`, hands arrays to the extension and
+    converts the results to the caller's kind."""
+
+    def __init__(self, like: Any):
+        tensor_type = _torch_tensor_type()
+        self.jax = False
+        self.torch = None
+        if tensor_type is not None and isinstance(like, tensor_type):
+            if like.device.type != "cpu":
+                raise ValueError(
+                    f"input: gridsampler runs on the CPU, got a tensor on {like.device}")
+            self.torch = sys.modules["torch"]
+            self.dtype = like.dtype
+        else:
+            self.jax = _is_jax_array(like)
+            try:
+                self.dtype = _np.dtype(like.dtype)
+            except (AttributeError, TypeError):
+                self.dtype = _as_numpy(like).dtype
+        self.bfloat16 = self.torch is None and _is_numpy_bfloat16(self.dtype)
+
+    def empty(self, shape: Sequence[int]) -> Any:
+        if self.torch is not None:
+            return self.torch.empty(tuple(shape), dtype=self.dtype)
+        return _np.empty(tuple(shape), dtype=self.dtype)
+
+    def arg(self, name: str, x: Any) -> Any:
+        """What the extension is given: the array itself (detached for torch,
+        a uint16 view for NumPy bfloat16)."""
+        if x is None:
+            return None
+        tensor_type = _torch_tensor_type()
+        if tensor_type is not None and isinstance(x, tensor_type):
+            return x.detach()  # torch refuses to export a tensor that requires grad
+        if not isinstance(x, _np.ndarray) and not hasattr(x, "__dlpack__"):
+            x = _np.asarray(x)  # lists, buffer-protocol objects
+        if self.bfloat16:
+            dtype = getattr(x, "dtype", None)
+            if isinstance(x, _np.ndarray) and _is_numpy_bfloat16(x.dtype):
+                return x.view(_np.uint16)
+            if dtype is not None and _np.dtype(dtype) == _np.uint16:
+                raise TypeError(f"{name}: dtype uint16 is not supported "
+                                "(expected float16, bfloat16, float32 or float64)")
+        return x
+
+    def result(self, out: Any) -> Any:
+        if out is not None and self.jax:
+            return sys.modules["jax"].numpy.asarray(out)
+        return out
+
+    def call(self, fn: Any, names: Sequence[str], arrays: Sequence[Any], *options: Any,
+             num_threads: int = 0) -> None:
+        args = [self.arg(n, a) for n, a in zip(names, arrays)]
+        try:
+            fn(*args, *options, num_threads=int(num_threads), uint16_as_bfloat16=self.bfloat16)
+        except TypeError as e:
+            if "incompatible function arguments" not in str(e):
+                raise
+            # nanobind could not read an argument in place: say which one.
+            for name, a in zip(names, args):
+                if a is not None and not _readable(a):
+                    raise TypeError(
+                        f"{name}: cannot read a {type(a).__module__}.{type(a).__name__} in "
+                        "place; expected a CPU array that supports DLPack or the buffer "
+                        "protocol (NumPy, PyTorch, JAX, ...) in native byte order") from None
+            raise
+
+
+def _readable(a: Any) -> bool:
+    try:
+        _C._readable(a)
+        return True
+    except TypeError:
+        return False
+
+
+def _as_numpy(x: Any) -> Any:
+    try:
+        return _np.asarray(x) if not hasattr(x, "__dlpack__") else _np.from_dlpack(x)
+    except (TypeError, BufferError, RuntimeError) as e:
+        raise TypeError(f"cannot read an array of type {type(x).__name__}: {e}") from None
+
+
+def grid_sample(input: Any, grid: Any, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: bool = False, *, num_threads: int = 0) -> Any:
+    """Samples ``input`` (N, C, Hin, Win) at ``grid`` (N, Hout, Wout, 2) of (x, y) in [-1, 1].
+
+    Same semantics as ``torch.nn.functional.grid_sample`` on 4-D input; returns
+    (N, C, Hout, Wout) in the dtype of ``input``. Not differentiable: use
+    ``gridsampler.torch.grid_sample`` for autograd. ``num_threads``: 0 uses
+    all the threads OpenMP allows (``OMP_NUM_THREADS``); results do not
+    depend on it.
+    """
+    _check_options(mode, padding_mode)
+    input, grid = _coerce(input), _coerce(grid)
+    n, c, _, _ = _check_ndim("input", input)
+    _, hout, wout, _ = _check_ndim("grid", grid)
+    frame = _Frame(input)
+    out = frame.empty((n, c, hout, wout))
+    frame.call(_C.forward, ("input", "grid", "output"), (input, grid, out), mode, padding_mode,
+               bool(align_corners), num_threads=num_threads)
+    return frame.result(out)
+
+
+def grid_sample_backward(grad: Any, input: Any, grid: Any, mode: str = "bilinear",
+                         padding_mode: str = "zeros", align_corners: bool = False,
+                         output_mask: Tuple[bool, bool] = (True, True), *,
+                         num_threads: int = 0) -> Tuple[Any, Any]:
+    """GridSampler2DGrad: the gradients of ``grid_sample`` with respect to input and grid.
+
+    ``grad`` is the gradient of the output, (N, C, Hout, Wout). Returns
+    ``(dx, dgrid)`` shaped like ``input`` and ``grid``; an output whose
+    ``output_mask`` entry is False is not computed and returned as None.
+    """
+    _check_options(mode, padding_mode)
+    want_dx, want_dgrid = (bool(m) for m in output_mask)
+    grad, input, grid = _coerce(grad), _coerce(input), _coerce(grid)
+    in_shape = _check_ndim("input", input)
+    grid_shape = _check_ndim("grid", grid)
+    _check_ndim("grad", grad)
+    frame = _Frame(input)
+    dx = frame.empty(in_shape) if want_dx else None
+    dgrid = frame.empty(grid_shape) if want_dgrid else None
+    frame.call(_C.backward, ("grad", "input", "grid", "dx", "dgrid"), (grad, input, grid, dx, dgrid),
+               mode, padding_mode, bool(align_corners), num_threads=num_threads)
+    return frame.result(dx), frame.result(dgrid)

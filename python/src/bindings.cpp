@@ -1,0 +1,184 @@
+// Python bindings of the gridsampler C++ API (nanobind).
+//
+// The extension only computes: it takes every tensor — inputs and the
+// outputs it writes — as a DLPack-capable CPU array (NumPy, PyTorch, JAX, ...)
+// without copying, with any strides (nanobind reports them in elements, as
+// the library wants them). Allocating the outputs, in the caller's framework,
+// is the job of the Python layer (gridsampler/__init__.py, gridsampler/torch.py).
+//
+// Errors: a dtype problem raises TypeError, anything else the library rejects
+// raises ValueError; the message is the library's ("grid: last dimension must
+// be 2, got 3").
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "gridsampler/gridsampler.hpp"
+
+namespace nb = nanobind;
+namespace gs = gridsampler;
+
+namespace {
+
+using InArray = nb::ndarray<nb::ro, nb::device::cpu>;
+using OutArray = nb::ndarray<nb::device::cpu>;
+
+std::string dlpack_dtype_name(const nb::dlpack::dtype& dt) {
+  using nb::dlpack::dtype_code;
+  std::string kind;
+  switch (static_cast<dtype_code>(dt.code)) {
+    case dtype_code::Int: kind = "int"; break;
+    case dtype_code::UInt: kind = "uint"; break;
+    case dtype_code::Float: kind = "float"; break;
+    case dtype_code::Bfloat: kind = "bfloat"; break;
+    case dtype_code::Complex: kind = "complex"; break;
+    case dtype_code::Bool: return "bool";
+    default:
+      return "dlpack type (code " + std::to_string(dt.code) + ", " + std::to_string(dt.bits) +
+             " bits)";
+  }
+  std::string name = kind + std::to_string(dt.bits);
+  if (dt.lanes != 1) name += "x" + std::to_string(dt.lanes);
+  return name;
+}
+
+// uint16_as_bfloat16: NumPy has no bfloat16 that DLPack or the buffer
+// protocol can carry (ml_dtypes' is a custom dtype), so the Python layer passes
+// such arrays as uint16 views and sets this flag.
+gs::DType to_dtype(const char* name, const nb::dlpack::dtype& dt, bool uint16_as_bfloat16) {
+  using nb::dlpack::dtype_code;
+  if (uint16_as_bfloat16 && dt.lanes == 1 && dt.bits == 16 &&
+      dt.code == static_cast<uint8_t>(dtype_code::UInt)) {
+    return gs::DType::kBFloat16;
+  }
+  if (dt.lanes == 1) {
+    if (dt.code == static_cast<uint8_t>(dtype_code::Float)) {
+      if (dt.bits == 16) return gs::DType::kFloat16;
+      if (dt.bits == 32) return gs::DType::kFloat32;
+      if (dt.bits == 64) return gs::DType::kFloat64;
+    } else if (dt.code == static_cast<uint8_t>(dtype_code::Bfloat) && dt.bits == 16) {
+      return gs::DType::kBFloat16;
+    }
+  }
+  throw nb::type_error((std::string(name) + ": dtype " + dlpack_dtype_name(dt) +
+                        " is not supported (expected float16, bfloat16, float32 or float64)")
+                           .c_str());
+}
+
+// A 4-D view of `a`; strides are in elements, as the library wants them.
+template <class View, class Array>
+View to_view(const char* name, const Array& a, bool uint16_as_bfloat16) {
+  if (a.ndim() != 4) {
+    throw nb::value_error((std::string(name) + ": expected 4 dimensions, got " +
+                           std::to_string(a.ndim()))
+                              .c_str());
+  }
+  View v;
+  v.data = a.data();
+  v.dtype = to_dtype(name, a.dtype(), uint16_as_bfloat16);
+  for (int d = 0; d < 4; ++d) {
+    v.shape[d] = static_cast<int64_t>(a.shape(d));
+    v.strides[d] = a.stride(d);
+  }
+  return v;
+}
+
+gs::Interpolation to_mode(std::string_view name) {
+  if (auto m = gs::parse_interpolation(name)) return *m;
+  throw nb::value_error(("mode: unknown value '" + std::string(name) +
+                         "' (expected 'bilinear', 'nearest' or 'bicubic')")
+                            .c_str());
+}
+
+gs::Padding to_padding(std::string_view name) {
+  if (auto p = gs::parse_padding(name)) return *p;
+  throw nb::value_error(("padding_mode: unknown value '" + std::string(name) +
+                         "' (expected 'zeros', 'border' or 'reflection')")
+                            .c_str());
+}
+
+gs::Options to_options(std::string_view mode, std::string_view padding, bool align_corners,
+                       int num_threads) {
+  gs::Options o;  // set by name: the struct may grow fields with defaults
+  o.interpolation = to_mode(mode);
+  o.padding = to_padding(padding);
+  o.align_corners = align_corners;
+  o.num_threads = num_threads;
+  return o;
+}
+
+void raise_if_error(const gs::Status& s) {
+  if (s.ok()) return;
+  const std::string& msg = s.message();
+  // "<tensor>: dtype X differs from input's Y", "<tensor>: unknown dtype value N"
+  if (msg.find(": dtype ") != std::string::npos || msg.find("unknown dtype") != std::string::npos) {
+    throw nb::type_error(msg.c_str());
+  }
+  if (s.code() == gs::StatusCode::kInternal) throw std::runtime_error(msg);
+  throw nb::value_error(msg.c_str());
+}
+
+void forward(const InArray& input, const InArray& grid, const OutArray& output,
+             std::string_view mode, std::string_view padding, bool align_corners, int num_threads,
+             bool bf16) {
+  const gs::Options options = to_options(mode, padding, align_corners, num_threads);
+  const auto in = to_view<gs::TensorView>("input", input, bf16);
+  const auto gr = to_view<gs::TensorView>("grid", grid, bf16);
+  const auto out = to_view<gs::MutableTensorView>("output", output, bf16);
+  gs::Status s;
+  {
+    nb::gil_scoped_release release;
+    s = gs::grid_sampler_2d(in, gr, out, options);
+  }
+  raise_if_error(s);
+}
+
+void backward(const InArray& grad, const InArray& input, const InArray& grid,
+              const std::optional<OutArray>& dx, const std::optional<OutArray>& dgrid,
+              std::string_view mode, std::string_view padding, bool align_corners, int num_threads,
+             bool bf16) {
+  const gs::Options options = to_options(mode, padding, align_corners, num_threads);
+  const auto g = to_view<gs::TensorView>("grad", grad, bf16);
+  const auto in = to_view<gs::TensorView>("input", input, bf16);
+  const auto gr = to_view<gs::TensorView>("grid", grid, bf16);
+  gs::OutputMask mask;
+  mask.input = dx.has_value();
+  mask.grid = dgrid.has_value();
+  gs::MutableTensorView dx_view, dgrid_view;  // empty when not wanted
+  if (mask.input) dx_view = to_view<gs::MutableTensorView>("dx", *dx, bf16);
+  if (mask.grid) dgrid_view = to_view<gs::MutableTensorView>("dgrid", *dgrid, bf16);
+  gs::Status s;
+  {
+    nb::gil_scoped_release release;
+    s = gs::grid_sampler_2d_backward(g, in, gr, dx_view, dgrid_view, options, mask);
+  }
+  raise_if_error(s);
+}
+
+}  // namespace
+
+NB_MODULE(_gridsampler, m) {
+  m.doc() = "gridsampler C++ core: grid_sampler_2d and GridSampler2DGrad on the CPU";
+
+  m.def("forward", &forward, nb::arg("input"), nb::arg("grid"), nb::arg("output"),
+        nb::arg("mode"), nb::arg("padding_mode"), nb::arg("align_corners"),
+        nb::arg("num_threads") = 0, nb::arg("uint16_as_bfloat16") = false,
+        "Writes grid_sample(input, grid) into `output` (N, C, Hout, Wout).");
+  m.def("backward", &backward, nb::arg("grad"), nb::arg("input"), nb::arg("grid"),
+        nb::arg("dx").none(), nb::arg("dgrid").none(), nb::arg("mode"), nb::arg("padding_mode"),
+        nb::arg("align_corners"), nb::arg("num_threads") = 0,
+        nb::arg("uint16_as_bfloat16") = false,
+        "Writes the gradients of grid_sample into `dx` (shape of input) and `dgrid` (shape of "
+        "grid); None skips that output (output_mask).");
+  m.def(
+      "_readable", [](const InArray&) {}, nb::arg("array"),
+      "Raises TypeError when `array` cannot be read in place (used for error messages).");
+}
