@@ -81,6 +81,10 @@ aclnnStatus to_view(const char* name, const aclTensor* t, MutableTensorView* vie
                                   std::to_string(hi) + " outside its storage of " +
                                   std::to_string(storage) + " elements"));
     }
+    int64_t end_bytes = 0;
+    if (__builtin_mul_overflow(hi + 1, static_cast<int64_t>(dtype_size(view->dtype)), &end_bytes)) {
+      return fail(ACLNN_ERR_PARAM_INVALID, named(name, "view reaches beyond 2^63 bytes of its storage"));
+    }
     if (t->data == nullptr) {
       return fail(ACLNN_ERR_PARAM_NULLPTR, named(name, "data is null"));
     }
@@ -140,9 +144,6 @@ aclnnStatus execute(void* workspace, uint64_t workspace_size, aclOpExecutor* exe
       return fail(ACLNN_ERR_PARAM_INVALID, "workspace: " + std::to_string(workspace_size) +
                                                " bytes given, " + std::to_string(plan->workspace_bytes) +
                                                " needed");
-    }
-    if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0) {
-      return fail(ACLNN_ERR_PARAM_INVALID, "workspace: must be aligned to 4 bytes");
     }
   }
   if (kind == aclOpExecutor::Kind::kForward) {

@@ -75,7 +75,13 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
     t->strides.assign(stride, stride + viewDimsNum);
   } else {  // row-major
     t->strides.assign(viewDimsNum, 1);
-    for (uint64_t i = viewDimsNum; i-- > 1;) t->strides[i - 1] = t->strides[i] * viewDims[i];
+    for (uint64_t i = viewDimsNum; i-- > 1;) {
+      if (__builtin_mul_overflow(t->strides[i], viewDims[i], &t->strides[i - 1])) {
+        delete t;
+        fail(ACLNN_ERR_PARAM_INVALID, "aclCreateTensor: row-major strides of these dims overflow 64 bits");
+        return nullptr;
+      }
+    }
   }
   t->storage_dims.assign(storageDims, storageDims + storageDimsNum);
   t->dtype = dataType;

@@ -162,6 +162,14 @@ Status check_input_grid(const TensorView& input, const TensorView& grid, Problem
     return invalid("grid: batch size " + std::to_string(grid.shape[0]) +
                    " does not match input's " + std::to_string(input.shape[0]));
   }
+  // Kernels index planes by y * W + x: their sizes must fit comfortably.
+  int64_t in_plane = 0, out_plane = 0;
+  if (__builtin_mul_overflow(input.shape[2], input.shape[3], &in_plane) || in_plane > (int64_t{1} << 62)) {
+    return invalid("input: H * W overflows 2^62");
+  }
+  if (__builtin_mul_overflow(grid.shape[1], grid.shape[2], &out_plane) || out_plane > (int64_t{1} << 62)) {
+    return invalid("grid: Hout * Wout overflows 2^62");
+  }
   p->n = input.shape[0];
   p->c = input.shape[1];
   p->in_h = input.shape[2];

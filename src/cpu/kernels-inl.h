@@ -281,8 +281,8 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
     // interleaved, the block's input values and a grad tile.
     T* my_scratch = scratch + static_cast<int64_t>(omp_get_thread_num()) * plan.scratch_elems;
     T* my_acc = my_scratch;
-    T* xin = my_scratch + acc_elems;
-    T* gt = xin + (kInterleaved ? slot * kLanes : 0);
+    T* xin = kInterleaved ? my_scratch + acc_elems : nullptr;
+    T* gt = kInterleaved ? xin + slot * kLanes : nullptr;
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
       const int64_t n = task / (blocks * chunks);

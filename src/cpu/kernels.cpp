@@ -142,8 +142,9 @@ BackwardPlan plan_backward(const Problem& p) {
   // interleaved, the block's input values and a grad tile.
   plan.scratch_elems = plan.accumulator_elems + (plan.interleaved ? slot * kLanes + kTile * kLanes : 0);
   plan.scratch_elems = static_cast<int64_t>(align_up(static_cast<std::size_t>(plan.scratch_elems) * elem) / elem);
+  if (!p.mask.input && !plan.interleaved) plan.scratch_elems = 0;  // nothing accumulated or copied
   plan.scratch = take(static_cast<std::size_t>(plan.threads * plan.scratch_elems) * elem);
-  plan.workspace_bytes = bytes;
+  plan.workspace_bytes = bytes > 0 ? bytes + 64 : 0;  // slack to align any pointer to 64
   return plan;
 }
 

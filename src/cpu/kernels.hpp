@@ -78,12 +78,14 @@ inline void run_forward(const ForwardPlan& plan, const TensorView& input, const 
   plan.fn(plan.problem, plan.threads, input, grid, output);
 }
 
-// `workspace` holds plan.workspace_bytes bytes, aligned to 4 bytes at least
-// (64 for speed).
+// `workspace` holds plan.workspace_bytes bytes, at any alignment: the plan
+// asks for 64 bytes of slack and the start is rounded up to 64 here.
 inline void run_backward(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
                          const TensorView& grid, const MutableTensorView& dx,
                          const MutableTensorView& dgrid, void* workspace) {
-  plan.fn(plan, grad, input, grid, dx, dgrid, workspace);
+  const auto at = reinterpret_cast<std::uintptr_t>(workspace);
+  void* aligned = workspace == nullptr ? nullptr : reinterpret_cast<void*>((at + 63) / 64 * 64);
+  plan.fn(plan, grad, input, grid, dx, dgrid, aligned);
 }
 
 }  // namespace gridsampler::cpu

@@ -23,6 +23,14 @@
 extern "C" {
 #endif
 
+/* In C++ the enums hold any int (a fixed underlying type), so a value
+ * outside the named ones is a defined value that the library rejects. */
+#ifdef __cplusplus
+#define ACL_ENUM_BASE : int
+#else
+#define ACL_ENUM_BASE
+#endif
+
 typedef int aclError;
 typedef int32_t aclnnStatus;
 typedef void *aclrtStream;
@@ -46,7 +54,7 @@ typedef struct aclOpExecutor aclOpExecutor;
 /* Values as on the original platform. gridsampler computes with ACL_FLOAT,
  * ACL_FLOAT16, ACL_DOUBLE and ACL_BF16; the others are named so that code
  * using them compiles, and are rejected with ACLNN_ERR_PARAM_INVALID. */
-typedef enum aclDataType {
+typedef enum aclDataType ACL_ENUM_BASE {
   ACL_DT_UNDEFINED = -1,
   ACL_FLOAT = 0,
   ACL_FLOAT16 = 1,
@@ -66,21 +74,21 @@ typedef enum aclDataType {
   ACL_BF16 = 27
 } aclDataType;
 
-typedef enum aclFormat {
+typedef enum aclFormat ACL_ENUM_BASE {
   ACL_FORMAT_UNDEFINED = -1,
   ACL_FORMAT_NCHW = 0,
   ACL_FORMAT_NHWC = 1,
   ACL_FORMAT_ND = 2
 } aclFormat;
 
-typedef enum aclrtMemcpyKind {
+typedef enum aclrtMemcpyKind ACL_ENUM_BASE {
   ACL_MEMCPY_HOST_TO_HOST = 0,
   ACL_MEMCPY_HOST_TO_DEVICE = 1,
   ACL_MEMCPY_DEVICE_TO_HOST = 2,
   ACL_MEMCPY_DEVICE_TO_DEVICE = 3
 } aclrtMemcpyKind;
 
-typedef enum aclrtMemMallocPolicy {
+typedef enum aclrtMemMallocPolicy ACL_ENUM_BASE {
   ACL_MEM_MALLOC_HUGE_FIRST = 0,
   ACL_MEM_MALLOC_HUGE_ONLY = 1,
   ACL_MEM_MALLOC_NORMAL_ONLY = 2
