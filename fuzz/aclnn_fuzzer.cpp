@@ -23,16 +23,7 @@
 // results equal the C++ API's bit for bit and, with finite inputs, the float64
 // reference's within rounding error.
 //
-// Environment: GS_FUZZ_AVOID_KNOWN=1 steers clear of the library bugs known
-// when this was written, so that fuzzing can get past them: dtype and format
-// codes outside the C++ value range of their enums (aclDataType [-32, 31],
-// aclFormat [-4, 3]), NULL strides whose row-major values overflow, a
-// float64 workspace aligned to 4 bytes but not 8, dimensions over 40000
-// (the backward's planner multiplies Hin * Win and Hout * Wout unchecked,
-// which empty or stride-0 tensors let through), and running empty backward
-// problems (C = 0) with large N * Hin * Win (the kernels clear a plane of
-// accumulators per (n, block) task even when there is nothing to do);
-// GS_FUZZ_NO_ORACLE=1 skips the value comparisons; GS_FUZZ_VERBOSE=1 prints
+// Environment: GS_FUZZ_NO_ORACLE=1 skips the value comparisons; GS_FUZZ_VERBOSE=1 prints
 // how far each input got.
 #include <sanitizer/asan_interface.h>
 
@@ -68,10 +59,6 @@ bool env_flag(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v != nullptr && std::strcmp(v, value) == 0;
 }
-bool avoid_known() {
-  static const bool b = env_flag("GS_FUZZ_AVOID_KNOWN", "1");
-  return b;
-}
 bool no_oracle() {
   static const bool b = env_flag("GS_FUZZ_NO_ORACLE", "1");
   return b;
@@ -101,25 +88,20 @@ int64_t item_size(int32_t code) {
   return dtype_of(code, &d) ? static_cast<int64_t>(gs::dtype_size(d)) : 4;
 }
 
-// A dtype code: mostly valid ones, else anything an int can hold (or, with
-// GS_FUZZ_AVOID_KNOWN=1, anything in aclDataType's C++ range [-32, 31]).
+// A dtype code: mostly valid ones, else anything an int can hold.
 int32_t decode_dtype_code(Bytes& in) {
   const uint8_t b = in.u8();
   if (b < 128) return kDtypes[b % 4];
   static const int32_t kOdd[] = {ACL_INT32, ACL_INT8, ACL_UINT8, ACL_INT64, ACL_BOOL, ACL_COMPLEX64,
                                  ACL_DT_UNDEFINED, 5, 14, 15, 26, 28, 31, -32, 100, 0x7fffffff,
                                  -0x7fffffff - 1, 1000};
-  int32_t v = kOdd[b % (sizeof kOdd / sizeof kOdd[0])];
-  if (avoid_known() && (v < -32 || v > 31)) v = 31;
-  return v;
+  return kOdd[b % (sizeof kOdd / sizeof kOdd[0])];
 }
 int32_t decode_format_code(Bytes& in) {
   const uint8_t b = in.u8();
   if (b < 192) return b % 3;
   static const int32_t kOdd[] = {-1, 3, -4, 29, 100, -100, 0x7fffffff};
-  int32_t v = kOdd[b % (sizeof kOdd / sizeof kOdd[0])];
-  if (avoid_known() && (v < -4 || v > 3)) v = 3;
-  return v;
+  return kOdd[b % (sizeof kOdd / sizeof kOdd[0])];
 }
 
 // A dimension: small most of the time, else a hostile value.
@@ -133,8 +115,7 @@ int64_t decode_dim(Bytes& in) {
       // 2^63 - 1 = 7^2 * 73 * 127 * 337 * 92737 * 649657: a pair of factors
       // below 2^40 whose product is INT64_MAX.
       int64_t{49} * 73 * 127 * 337, int64_t{92737} * 649657};
-  const int64_t v = kHuge[b % (sizeof kHuge / sizeof kHuge[0])];
-  return avoid_known() && v > 40000 ? 40000 : v;
+  return kHuge[b % (sizeof kHuge / sizeof kHuge[0])];
 }
 
 int64_t decode_stride(Bytes& in) {
@@ -419,7 +400,6 @@ void Case::decode_tensor(Spec& s, std::vector<int64_t> dims) {
       // if that overflows, the library must refuse the tensor cleanly.
       if (!row_major(dims, &s.strides)) {
         s.strides.assign(rank, 0);
-        if (avoid_known()) s.null_strides = false;
       }
       break;
   }
@@ -541,10 +521,9 @@ int64_t Case::work_estimate() const {
     return p;
   };
   int64_t w = product({n, c, hout, wout, taps});
-  // The backward also sets up a plane of accumulators per (n, channel) task,
-  // and, as known, even for C = 0.
+  // The backward also sets up a plane of accumulators per (n, channel) task.
   if (!forward_) {
-    const int64_t planes = product({n, avoid_known() ? std::max<int64_t>(c, 1) : c, hin, win});
+    const int64_t planes = product({n, c, hin, win});
     if (__builtin_add_overflow(w, planes, &w)) return kMax;
   }
   return w;
@@ -808,8 +787,7 @@ void Case::run() {
   uint64_t wsize = ws;
   const int ws_kind = phase2 & 3;
   if (ws > 0 && ws <= kMaxWorkspaceBytes && ws_kind != 1) {
-    int64_t shift = ws_kind == 3 ? 4 : 0;
-    if (shift == 4 && avoid_known() && specs_[1].dtype_code == ACL_DOUBLE) shift = 8;
+    const int64_t shift = ws_kind == 3 ? 4 : 0;
     wbuf = std::make_unique<Buffer>(static_cast<int64_t>(ws), shift);
     std::memset(wbuf->data, 0x5a, ws);
     wptr = wbuf->data;

@@ -16,7 +16,7 @@
 #         libFuzzer target for GS_FUZZ_SECONDS (default 60) seconds.
 #
 # Environment: GS_SANITIZE_STAGES (default "asan tsan fuzz"), GS_FUZZ_SECONDS,
-# JOBS (default 2), GS_FUZZ_AVOID_KNOWN=1 (see fuzz/aclnn_fuzzer.cpp).
+# JOBS (default 2).
 # Build folders are kept between runs (incremental); delete them to start over.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -146,6 +146,12 @@ TEST(Aclnn, PlanningErrors) {
   aclTensor* dead = aclCreateTensor(dims4, 4, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims4, 4, scratch);
   // A dx that aliases the input.
   AclView alias(p.input);
+  // A gridGrad inside inputGrad's memory, and a gradOutput of another dtype:
+  // the messages name both tensors as aclnn callers know them.
+  aclTensor* dg_in_dx = aclCreateTensor(dims4, 4, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims4, 4,
+                                        dx.mutable_view().data);
+  Tensor grad64(DType::kFloat64, p.grad.shape());
+  AclView g64_grad(grad64);
   // Destroyed after every other handle is made, so no new one reuses its address.
   ASSERT_EQ(aclDestroyTensor(dead), ACLNN_SUCCESS);
   const Options ok{};
@@ -176,6 +182,9 @@ TEST(Aclnn, PlanningErrors) {
       {"padding", g.t, x.t, gr.t, d.t, dg.t, {Interpolation::kBilinear, static_cast<Padding>(-1), false}, nullptr,
        ACLNN_ERR_PARAM_INVALID, "paddingMode: unknown value -1"},
       {"dx aliases input", g.t, x.t, gr.t, alias.t, dg.t, ok, nullptr, ACLNN_ERR_PARAM_INVALID, "inputGrad: memory overlaps input"},
+      {"dgrid in dx", g.t, x.t, gr.t, d.t, dg_in_dx, ok, nullptr, ACLNN_ERR_PARAM_INVALID, "gridGrad: memory overlaps inputGrad"},
+      {"grad dtype", g64_grad.t, x.t, gr.t, d.t, dg.t, ok, nullptr, ACLNN_ERR_PARAM_INVALID,
+       "gradOutput: dtype float64 differs from input's float32"},
   };
   for (const Case& c : cases) {
     const aclnnStatus s = aclnn_backward(c.grad, c.input, c.grid, c.opt, c.mask, c.dx, c.dgrid);
@@ -198,7 +207,7 @@ TEST(Aclnn, PlanningErrors) {
             ACLNN_ERR_PARAM_INVALID);
   EXPECT_NE(std::string(aclGetRecentErrMsg()).find("outputMask: expected 2 values, got 3"), std::string::npos);
   aclDestroyBoolArray(m3);
-  for (aclTensor* t : {rank3, int_grid, bad_format, outside, null_data}) aclDestroyTensor(t);
+  for (aclTensor* t : {rank3, int_grid, bad_format, outside, null_data, dg_in_dx}) aclDestroyTensor(t);
   EXPECT_EQ(dx.storage(), dx_before);
 }
 

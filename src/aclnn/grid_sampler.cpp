@@ -200,17 +200,13 @@ aclnnStatus aclnnGridSampler2DBackwardGetWorkspaceSize(
   plan->grad = grad;
   plan->input = in;
   plan->grid = gr;
+  detail::TensorNames names;  // as aclnn callers know them
+  names.grad = "gradOutput";
+  names.dx = "inputGrad";
+  names.dgrid = "gridGrad";
   Status st = detail::validate_backward(plan->grad, plan->input, plan->grid, plan->dx, plan->dgrid,
-                                        options, mask, &plan->problem);
-  if (!st.ok()) {
-    // The core names tensors as the C++ API does; say them as aclnn callers do.
-    std::string msg = st.message();
-    for (auto [from, to] : {std::pair{"grad:", "gradOutput:"}, std::pair{"dx:", "inputGrad:"},
-                            std::pair{"dgrid:", "gridGrad:"}}) {
-      if (msg.rfind(from, 0) == 0) msg = to + msg.substr(std::string(from).size());
-    }
-    return to_aclnn(Status(st.code(), msg));
-  }
+                                        options, mask, &plan->problem, names);
+  if (!st.ok()) return to_aclnn(st);
   plan->backward = cpu::plan_backward(plan->problem);
   plan->workspace_bytes = plan->backward.workspace_bytes;
   return issue(std::move(plan), workspaceSize, executor);
@@ -240,12 +236,10 @@ aclnnStatus aclnnGridSampler2DGetWorkspaceSize(const aclTensor* input, const acl
   if (aclnnStatus s = to_view("out", out, &plan->out); s != ACLNN_SUCCESS) return s;
   plan->input = in;
   plan->grid = gr;
-  Status st = detail::validate_forward(plan->input, plan->grid, plan->out, options, &plan->problem);
-  if (!st.ok()) {
-    std::string msg = st.message();
-    if (msg.rfind("output:", 0) == 0) msg = "out:" + msg.substr(7);
-    return to_aclnn(Status(st.code(), msg));
-  }
+  detail::TensorNames names;
+  names.output = "out";
+  Status st = detail::validate_forward(plan->input, plan->grid, plan->out, options, &plan->problem, names);
+  if (!st.ok()) return to_aclnn(st);
   plan->forward = cpu::plan_forward(plan->problem);
   plan->workspace_bytes = 0;
   return issue(std::move(plan), workspaceSize, executor);

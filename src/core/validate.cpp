@@ -76,6 +76,12 @@ Status check_tensor(const char* name, DType dtype, const Shape4& shape, const Sh
     return {StatusCode::kNullPointer, std::string(name) + ": data is null but the tensor has " +
                                           std::to_string(count) + " elements"};
   }
+  // Kernels load whole elements: a pointer off the element size is misaligned
+  // access (undefined behaviour), refused rather than handled slowly.
+  if (reinterpret_cast<uintptr_t>(data) % static_cast<uintptr_t>(elem) != 0) {
+    return invalid(std::string(name) + ": data is not aligned to its element size (" +
+                   std::to_string(elem) + " bytes)");
+  }
   *numel = count;
   *span = {lo_bytes, hi_bytes};
   return Status::Ok();
@@ -135,40 +141,41 @@ Status check_options(const Options& options) {
 }
 
 // Input and grid: the rules shared by forward and backward.
-Status check_input_grid(const TensorView& input, const TensorView& grid, Problem* p,
-                        std::vector<Checked>* inputs) {
-  Checked in{"input", input.data, {}, 0};
-  if (Status s = check_tensor("input", input.dtype, input.shape, input.strides, input.data,
+Status check_input_grid(const TensorView& input, const TensorView& grid, const TensorNames& names,
+                        Problem* p, std::vector<Checked>* inputs) {
+  const std::string in_name = names.input, grid_name = names.grid;
+  Checked in{names.input, input.data, {}, 0};
+  if (Status s = check_tensor(names.input, input.dtype, input.shape, input.strides, input.data,
                               &in.span, &in.numel);
       !s.ok())
     return s;
-  Checked gr{"grid", grid.data, {}, 0};
-  if (Status s = check_tensor("grid", grid.dtype, grid.shape, grid.strides, grid.data, &gr.span,
+  Checked gr{names.grid, grid.data, {}, 0};
+  if (Status s = check_tensor(names.grid, grid.dtype, grid.shape, grid.strides, grid.data, &gr.span,
                               &gr.numel);
       !s.ok())
     return s;
   if (grid.dtype != input.dtype) {
-    return invalid("grid: dtype " + std::string(to_string(grid.dtype)) + " differs from input's " +
+    return invalid(grid_name + ": dtype " + std::string(to_string(grid.dtype)) + " differs from " + in_name + "'s " +
                    std::string(to_string(input.dtype)));
   }
   if (input.shape[2] == 0 || input.shape[3] == 0) {
-    return invalid("input: height and width must be positive, got H=" +
+    return invalid(in_name + ": height and width must be positive, got H=" +
                    std::to_string(input.shape[2]) + ", W=" + std::to_string(input.shape[3]));
   }
   if (grid.shape[3] != 2) {
-    return invalid("grid: last dimension must be 2, got " + std::to_string(grid.shape[3]));
+    return invalid(grid_name + ": last dimension must be 2, got " + std::to_string(grid.shape[3]));
   }
   if (grid.shape[0] != input.shape[0]) {
-    return invalid("grid: batch size " + std::to_string(grid.shape[0]) +
-                   " does not match input's " + std::to_string(input.shape[0]));
+    return invalid(grid_name + ": batch size " + std::to_string(grid.shape[0]) +
+                   " does not match " + in_name + "'s " + std::to_string(input.shape[0]));
   }
   // Kernels index planes by y * W + x: their sizes must fit comfortably.
   int64_t in_plane = 0, out_plane = 0;
   if (__builtin_mul_overflow(input.shape[2], input.shape[3], &in_plane) || in_plane > (int64_t{1} << 62)) {
-    return invalid("input: H * W overflows 2^62");
+    return invalid(in_name + ": H * W overflows 2^62");
   }
   if (__builtin_mul_overflow(grid.shape[1], grid.shape[2], &out_plane) || out_plane > (int64_t{1} << 62)) {
-    return invalid("grid: Hout * Wout overflows 2^62");
+    return invalid(grid_name + ": Hout * Wout overflows 2^62");
   }
   p->n = input.shape[0];
   p->c = input.shape[1];
@@ -185,14 +192,15 @@ Status check_input_grid(const TensorView& input, const TensorView& grid, Problem
 // An output: dtype, exact shape, no self-overlap, no overlap with anything
 // already checked.
 Status check_output(const char* name, const MutableTensorView& t, const Shape4& expected,
-                    const char* expected_from, DType dtype, std::vector<Checked>* seen) {
+                    const std::string& expected_from, DType dtype, const char* input_name,
+                    std::vector<Checked>* seen) {
   Checked out{name, t.data, {}, 0};
   if (Status s = check_tensor(name, t.dtype, t.shape, t.strides, t.data, &out.span, &out.numel);
       !s.ok())
     return s;
   if (t.dtype != dtype) {
     return invalid(std::string(name) + ": dtype " + std::string(to_string(t.dtype)) +
-                   " differs from input's " + std::string(to_string(dtype)));
+                   " differs from " + input_name + "'s " + std::string(to_string(dtype)));
   }
   if (t.shape != expected) {
     return invalid(std::string(name) + ": shape " + shape_str(t.shape) + " must be " +
@@ -213,13 +221,15 @@ Status check_output(const char* name, const MutableTensorView& t, const Shape4& 
 }  // namespace
 
 Status validate_forward(const TensorView& input, const TensorView& grid,
-                        const MutableTensorView& output, const Options& options, Problem* p) {
+                        const MutableTensorView& output, const Options& options, Problem* p,
+                        const TensorNames& names) {
   if (Status s = check_options(options); !s.ok()) return s;
   std::vector<Checked> seen;
-  if (Status s = check_input_grid(input, grid, p, &seen); !s.ok()) return s;
+  if (Status s = check_input_grid(input, grid, names, p, &seen); !s.ok()) return s;
   const Shape4 out_shape{p->n, p->c, p->out_h, p->out_w};
-  if (Status s = check_output("output", output, out_shape,
-                              "(N, C) of input and (Hout, Wout) of grid", p->dtype, &seen);
+  const std::string from =
+      std::string("(N, C) of ") + names.input + " and (Hout, Wout) of " + names.grid;
+  if (Status s = check_output(names.output, output, out_shape, from, p->dtype, names.input, &seen);
       !s.ok())
     return s;
   p->options = options;
@@ -229,32 +239,37 @@ Status validate_forward(const TensorView& input, const TensorView& grid,
 
 Status validate_backward(const TensorView& grad, const TensorView& input, const TensorView& grid,
                          const MutableTensorView& dx, const MutableTensorView& dgrid,
-                         const Options& options, OutputMask mask, Problem* p) {
+                         const Options& options, OutputMask mask, Problem* p,
+                         const TensorNames& names) {
   if (Status s = check_options(options); !s.ok()) return s;
   std::vector<Checked> seen;
-  if (Status s = check_input_grid(input, grid, p, &seen); !s.ok()) return s;
-  Checked g{"grad", grad.data, {}, 0};
-  if (Status s = check_tensor("grad", grad.dtype, grad.shape, grad.strides, grad.data, &g.span,
+  if (Status s = check_input_grid(input, grid, names, p, &seen); !s.ok()) return s;
+  const std::string grad_name = names.grad;
+  Checked g{names.grad, grad.data, {}, 0};
+  if (Status s = check_tensor(names.grad, grad.dtype, grad.shape, grad.strides, grad.data, &g.span,
                               &g.numel);
       !s.ok())
     return s;
   if (grad.dtype != input.dtype) {
-    return invalid("grad: dtype " + std::string(to_string(grad.dtype)) + " differs from input's " +
-                   std::string(to_string(input.dtype)));
+    return invalid(grad_name + ": dtype " + std::string(to_string(grad.dtype)) + " differs from " +
+                   names.input + "'s " + std::string(to_string(input.dtype)));
   }
   const Shape4 grad_shape{p->n, p->c, p->out_h, p->out_w};
   if (grad.shape != grad_shape) {
-    return invalid("grad: shape " + shape_str(grad.shape) + " must be " + shape_str(grad_shape) +
-                   ", (N, C) of input and (Hout, Wout) of grid");
+    return invalid(grad_name + ": shape " + shape_str(grad.shape) + " must be " +
+                   shape_str(grad_shape) + ", (N, C) of " + names.input + " and (Hout, Wout) of " +
+                   names.grid);
   }
   seen.push_back(g);
   if (mask.input) {
-    if (Status s = check_output("dx", dx, input.shape, "the shape of input", p->dtype, &seen);
+    if (Status s = check_output(names.dx, dx, input.shape, std::string("the shape of ") + names.input,
+                                p->dtype, names.input, &seen);
         !s.ok())
       return s;
   }
   if (mask.grid) {
-    if (Status s = check_output("dgrid", dgrid, grid.shape, "the shape of grid", p->dtype, &seen);
+    if (Status s = check_output(names.dgrid, dgrid, grid.shape, std::string("the shape of ") + names.grid,
+                                p->dtype, names.input, &seen);
         !s.ok())
       return s;
   }

@@ -18,11 +18,24 @@ struct Problem {
   bool empty() const { return n == 0 || c == 0 || out_h == 0 || out_w == 0; }
 };
 
+// How error messages name the tensors: the C++ API's names by default; the
+// aclnn interface passes its own (gradOutput, inputGrad, gridGrad, out).
+struct TensorNames {
+  const char* grad = "grad";
+  const char* input = "input";
+  const char* grid = "grid";
+  const char* dx = "dx";
+  const char* dgrid = "dgrid";
+  const char* output = "output";
+};
+
 Status validate_forward(const TensorView& input, const TensorView& grid,
-                        const MutableTensorView& output, const Options& options, Problem* problem);
+                        const MutableTensorView& output, const Options& options, Problem* problem,
+                        const TensorNames& names = {});
 
 Status validate_backward(const TensorView& grad, const TensorView& input, const TensorView& grid,
                          const MutableTensorView& dx, const MutableTensorView& dgrid,
-                         const Options& options, OutputMask mask, Problem* problem);
+                         const Options& options, OutputMask mask, Problem* problem,
+                         const TensorNames& names = {});
 
 }  // namespace gridsampler::detail

@@ -6,9 +6,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/dtype.hpp"
 #include "cpu/tuning.hpp"
 #include "hwy/highway.h"
 #include "hwy/targets.h"
@@ -25,7 +27,52 @@ namespace {
 
 using detail::Problem;
 
-std::size_t align_up(std::size_t v) { return (v + 63) / 64 * 64; }
+// Sizes of hostile but valid problems (a 2^62-pixel plane read through zero
+// strides, 2^40 channels) can exceed 64 bits: the planner's arithmetic
+// saturates, so such a plan asks for an impossible workspace instead of a
+// wrapped-around small one.
+constexpr uint64_t kSaturated = UINT64_MAX;
+uint64_t mul(uint64_t a, uint64_t b) {
+  uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? kSaturated : r;
+}
+uint64_t add(uint64_t a, uint64_t b) {
+  uint64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? kSaturated : r;
+}
+uint64_t align_up(uint64_t v) { return v >= kSaturated - 63 ? kSaturated : (v + 63) / 64 * 64; }
+
+// Sets every element of a (validated, non-self-overlapping) view to +0.0:
+// all-zero bits in every supported dtype.
+void zero_view(const MutableTensorView& t) {
+  for (int64_t d : t.shape) {
+    if (d == 0) return;
+  }
+  const std::size_t elem = dtype_size(t.dtype);
+  auto* base = static_cast<unsigned char*>(t.data);
+  const Shape4& s = t.strides;
+  for (int64_t a = 0; a < t.shape[0]; ++a) {
+    for (int64_t b = 0; b < t.shape[1]; ++b) {
+      for (int64_t c = 0; c < t.shape[2]; ++c) {
+        unsigned char* row = base + (a * s[0] + b * s[1] + c * s[2]) * static_cast<int64_t>(elem);
+        if (s[3] == 1) {
+          std::memset(row, 0, static_cast<std::size_t>(t.shape[3]) * elem);
+        } else {
+          for (int64_t d = 0; d < t.shape[3]; ++d) std::memset(row + d * s[3] * static_cast<int64_t>(elem), 0, elem);
+        }
+      }
+    }
+  }
+}
+
+// The backward of an empty problem (N, C or Hout * Wout is 0): dx is a sum
+// over no output pixels, dgrid a sum over no channels; whichever of them is
+// wanted and not empty is zero. Nothing else is read or computed.
+void backward_empty(const BackwardPlan& plan, const TensorView&, const TensorView&, const TensorView&,
+                    const MutableTensorView& dx, const MutableTensorView& dgrid, void*) {
+  if (plan.problem.mask.input) zero_view(dx);
+  if (plan.problem.mask.grid) zero_view(dgrid);
+}
 
 int resolve_threads(const Problem& p) {
   return p.options.num_threads > 0 ? p.options.num_threads : omp_get_max_threads();
@@ -86,8 +133,12 @@ BackwardPlan plan_backward(const Problem& p) {
   BackwardPlan plan;
   plan.problem = p;
   plan.threads = resolve_threads(p);
+  if (p.empty()) {
+    plan.fn = &backward_empty;
+    return plan;  // no workspace
+  }
   plan.fn = table_for(p.dtype).backward[index_of(p)];
-  const std::size_t elem = p.dtype == DType::kFloat64 ? sizeof(double) : sizeof(float);
+  const uint64_t elem = p.dtype == DType::kFloat64 ? sizeof(double) : sizeof(float);
   const int64_t pixels = p.out_h * p.out_w;
   const int64_t slot = p.in_h * p.in_w + 1;
   const int64_t c = std::max<int64_t>(p.c, 1);
@@ -95,22 +146,23 @@ BackwardPlan plan_backward(const Problem& p) {
   // to fill most lanes and the two [pixel][lane] buffers stay reasonable;
   // otherwise planar blocks of as many accumulator planes as fit
   // kAccumulatorBytes.
-  constexpr std::size_t kMaxInterleavedBytes = std::size_t{64} << 20;
-  plan.interleaved = c >= kLanes / 2 &&
-                     2 * static_cast<std::size_t>(slot) * kLanes * elem <= kMaxInterleavedBytes;
+  constexpr uint64_t kMaxInterleavedBytes = uint64_t{64} << 20;
+  plan.interleaved = c >= kLanes / 2 && mul(mul(2 * kLanes, elem), slot) <= kMaxInterleavedBytes;
   if (plan.interleaved) {
     plan.channel_block = kLanes;
     plan.accumulator_elems = slot * kLanes;
   } else {
     // Each block rebuilds the stencils, so never split fewer than
     // kLanes / 2 channels, even when their planes exceed kAccumulatorBytes.
-    const int64_t fit = static_cast<int64_t>(kAccumulatorBytes / (static_cast<std::size_t>(slot) * elem));
+    const auto fit = static_cast<int64_t>(kAccumulatorBytes / mul(slot, elem));
     plan.channel_block = std::clamp<int64_t>(std::max<int64_t>(fit, kLanes / 2), 1, c);
-    plan.accumulator_elems = plan.channel_block * slot;
+    // Only used (and only sized below) when dx is wanted: then dx itself, at
+    // least C planes, fits in 2^63 bytes, and so does this.
+    plan.accumulator_elems = static_cast<int64_t>(std::min<uint64_t>(mul(plan.channel_block, slot), INT64_MAX));
   }
   plan.channel_blocks = (c + plan.channel_block - 1) / plan.channel_block;
   // Too few (n, block) tasks to feed the threads: split the output pixels.
-  const int64_t tasks = std::max<int64_t>(p.n * plan.channel_blocks, 1);
+  const auto tasks = static_cast<int64_t>(std::min<uint64_t>(mul(p.n, plan.channel_blocks), INT64_MAX));
   int64_t chunks = 1;
   if (tasks < kMinTasks) {
     // A task sets up (zeroes, copies, writes out) its accumulators: keep each
@@ -119,32 +171,35 @@ BackwardPlan plan_backward(const Problem& p) {
     chunks = std::min((kMinTasks + tasks - 1) / tasks, std::max<int64_t>(pixels / min_chunk, 1));
   }
   // Chunked dx needs accumulators per chunk: not worth it past kMaxPartialBytes.
-  constexpr std::size_t kMaxPartialBytes = std::size_t{256} << 20;
-  if (static_cast<std::size_t>(tasks * chunks * plan.accumulator_elems) * elem > kMaxPartialBytes) chunks = 1;
+  constexpr uint64_t kMaxPartialBytes = uint64_t{256} << 20;
+  if (mul(mul(mul(tasks, chunks), plan.accumulator_elems), elem) > kMaxPartialBytes) chunks = 1;
   plan.pixel_chunks = chunks;
   const int64_t chunk = (pixels + chunks - 1) / chunks;
   plan.chunk_pixels = std::max<int64_t>((chunk + kTile - 1) / kTile * kTile, kTile);
 
-  std::size_t bytes = 0;
-  auto take = [&](std::size_t size) {
-    const std::size_t at = bytes;
-    bytes = align_up(bytes + size);
-    return at;
+  uint64_t bytes = 0;
+  auto take = [&](uint64_t size) {
+    const uint64_t at = bytes;
+    bytes = align_up(add(bytes, size));
+    return static_cast<std::size_t>(at);
   };
   if (p.mask.input && chunks > 1) {
-    plan.dx_partials = take(static_cast<std::size_t>(tasks * chunks * plan.accumulator_elems) * elem);
+    plan.dx_partials = take(mul(mul(mul(tasks, chunks), plan.accumulator_elems), elem));
   }
   if (p.mask.grid && plan.channel_blocks > 1) {
-    plan.dgrid_partials =
-        take(static_cast<std::size_t>(p.n * (plan.channel_blocks + 1) * pixels * 2) * elem);
+    plan.dgrid_partials = take(mul(mul(mul(p.n, plan.channel_blocks + 1), pixels), 2 * elem));
   }
   // Per thread: one task's accumulators (or the sum of a block's chunks) and,
   // interleaved, the block's input values and a grad tile.
-  plan.scratch_elems = plan.accumulator_elems + (plan.interleaved ? slot * kLanes + kTile * kLanes : 0);
-  plan.scratch_elems = static_cast<int64_t>(align_up(static_cast<std::size_t>(plan.scratch_elems) * elem) / elem);
-  if (!p.mask.input && !plan.interleaved) plan.scratch_elems = 0;  // nothing accumulated or copied
-  plan.scratch = take(static_cast<std::size_t>(plan.threads * plan.scratch_elems) * elem);
-  plan.workspace_bytes = bytes > 0 ? bytes + 64 : 0;  // slack to align any pointer to 64
+  // (Interleaved buffers are bounded by kMaxInterleavedBytes.)
+  if (p.mask.input || plan.interleaved) {  // otherwise nothing is accumulated or copied
+    const uint64_t elems = add(plan.accumulator_elems, plan.interleaved ? (slot + kTile) * kLanes : 0);
+    const uint64_t per_thread = align_up(mul(elems, elem));
+    plan.scratch_elems = static_cast<int64_t>(std::min<uint64_t>(per_thread / elem, INT64_MAX));
+    plan.scratch = take(mul(plan.threads, per_thread));
+  }
+  // Slack to align any pointer to 64. A saturated size stays saturated.
+  plan.workspace_bytes = static_cast<std::size_t>(bytes > 0 ? add(bytes, 64) : 0);
   return plan;
 }
 
