@@ -22,6 +22,7 @@ const Dims kShapes[] = {
     {1, 2, 6, 1, 4, 4},   // Win = 1
     {3, 1, 4, 4, 1, 1},   // one output pixel
     {1, 3, 11, 13, 9, 10},
+    {2, 35, 9, 11, 13, 7},  // full and partial 16-channel blocks, several pixel tiles
 };
 
 void expect_close(const Tensor& got, const Tensor& want, double k, const std::string& what) {

@@ -16,16 +16,20 @@ const Layout kLayouts[] = {Layout::kChannelsLast, Layout::kPadded, Layout::kTran
 
 // Every input and output layout gives bit-for-bit the contiguous result.
 TEST(Layout, StridedInputsAndOutputsMatchContiguous) {
+  // Few channels (planes one at a time), and enough for a full 16-channel
+  // block plus a partial one over several tiles of output pixels (the
+  // channel-minor copies have one path per layout).
+  for (const Dims& dims : {Dims{2, 5, 6, 7, 4, 3}, Dims{2, 35, 9, 11, 13, 7}})
   for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
     for (Interpolation mode :
          {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
       const Options opt{mode, Padding::kReflection, false};
-      const Problem p = Problem::random({2, 5, 6, 7, 4, 3}, dtype, opt, 8, 1.2);
+      const Problem p = Problem::random(dims, dtype, opt, 8, 1.2);
       const Outputs base = run(p, false);
       for (Layout in_layout : kLayouts) {
         for (Layout out_layout : {Layout::kContiguous, in_layout}) {
           const Outputs o = run(p.relayout(in_layout), false, out_layout);
-          const std::string what = describe(opt) + " " +
+          const std::string what = describe(opt) + " " + to_string(dims) + " " +
                                    std::string(gridsampler::to_string(dtype)) + " in=" +
                                    to_string(in_layout) + " out=" + to_string(out_layout);
           EXPECT_EQ(o.out.values(), base.out.values()) << what;

@@ -183,43 +183,93 @@ inline void backward_channel(const Tile<T, K>& t, const S* __restrict gp, const 
 // fixed length the compiler turns into vector code. Both buffers end with a
 // zero row that invalid taps point at.
 
+// Moves between planes and the [pixel][lane] layout. These are written as
+// plain loops in the shape compilers vectorise for every target: an
+// interleaving store of kLanes rows read contiguously, and its inverse
+// through a kLanes x kLanes block in registers (GCC turns both into
+// vpermt2ps on AVX-512, unpack/permute sequences on AVX2 and SSE4). Highway
+// has no transpose; hand-written shuffles per target would be the only
+// alternative.
+
+// dst[q][j] = src[j * row_stride + q] for the kLanes rows j and q < n,
+// widened to T.
+template <class S, class T>
+inline void interleave_rows(const S* src, int64_t row_stride, int64_t n, T* __restrict dst) {
+  const S* __restrict rows[kLanes];
+  for (int j = 0; j < kLanes; ++j) rows[j] = src + j * row_stride;
+  for (int64_t q = 0; q < n; ++q) {
+#pragma GCC unroll 16
+    for (int j = 0; j < kLanes; ++j) dst[q * kLanes + j] = load(rows[j][q]);
+  }
+}
+
+// dst[j * row_stride + q] = src[q][j], the inverse, rounded to S.
+template <class S, class T>
+inline void deinterleave_rows(const T* __restrict src, int64_t n, S* dst, int64_t row_stride) {
+  int64_t q0 = 0;
+  for (; q0 + kLanes <= n; q0 += kLanes) {
+    T t[kLanes][kLanes];
+    for (int i = 0; i < kLanes; ++i) {
+#pragma GCC unroll 16
+      for (int j = 0; j < kLanes; ++j) t[j][i] = src[(q0 + i) * kLanes + j];
+    }
+    for (int j = 0; j < kLanes; ++j) {
+      S* __restrict d = dst + j * row_stride + q0;
+      for (int i = 0; i < kLanes; ++i) d[i] = store<S>(t[j][i]);
+    }
+  }
+  for (; q0 < n; ++q0) {
+    for (int j = 0; j < kLanes; ++j) dst[j * row_stride + q0] = store<S>(src[q0 * kLanes + j]);
+  }
+}
+
+// Written with Highway's vectors (CappedTag: kLanes / N vectors of N lanes,
+// N = 16 floats on AVX-512): left to itself the compiler sometimes unrolls
+// these fixed-length loops into scalar code instead of vectorising them.
 template <class S, class T, int K, bool kDx, bool kDgrid>
 inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T* __restrict xin,
                            T* __restrict acc, T* __restrict gx, T* __restrict gy) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using D = hn::CappedTag<T, kLanes>;
+  const D d;
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  constexpr int V = kLanes / N;
+  static_assert(V * N == kLanes);
+  using Vec = hn::Vec<D>;
   for (int i = 0; i < t.count; ++i) {
     const T* __restrict g = gt + i * kLanes;
-    T sx[kLanes], sy[kLanes];
-    for (int j = 0; j < kLanes; ++j) sx[j] = sy[j] = T(0);
+    Vec gv[V], sx[V], sy[V];
+    for (int v = 0; v < V; ++v) {
+      gv[v] = hn::LoadU(d, g + v * N);
+      sx[v] = sy[v] = hn::Zero(d);
+    }
     for (int k = 0; k < K; ++k) {
       const int64_t q = t.acc[k][i];
       if constexpr (kDx) {
         T* __restrict a = acc + q * kLanes;
-        const T w = t.w[k][i];
-        for (int j = 0; j < kLanes; ++j) a[j] += w * g[j];
+        const Vec w = hn::Set(d, t.w[k][i]);
+        for (int v = 0; v < V; ++v) hn::StoreU(hn::MulAdd(w, gv[v], hn::LoadU(d, a + v * N)), d, a + v * N);
       }
       if constexpr (kDgrid) {
-        const T* __restrict v = xin + q * kLanes;
-        const T wx = t.dwx[k][i], wy = t.dwy[k][i];
-        for (int j = 0; j < kLanes; ++j) {
-          sx[j] += wx * v[j];
-          sy[j] += wy * v[j];
+        const T* __restrict x = xin + q * kLanes;
+        const Vec wx = hn::Set(d, t.dwx[k][i]), wy = hn::Set(d, t.dwy[k][i]);
+        for (int v = 0; v < V; ++v) {
+          const Vec xv = hn::LoadU(d, x + v * N);
+          sx[v] = hn::MulAdd(wx, xv, sx[v]);
+          sy[v] = hn::MulAdd(wy, xv, sy[v]);
         }
       }
     }
     if constexpr (kDgrid) {
-      // Sum over the lanes in a fixed tree order.
-      for (int j = 0; j < kLanes; ++j) {
-        sx[j] *= g[j];
-        sy[j] *= g[j];
+      // Sum over the lanes: vectors in order, then the target's lane sum
+      // (a fixed order for a given target).
+      Vec tx = hn::Mul(sx[0], gv[0]), ty = hn::Mul(sy[0], gv[0]);
+      for (int v = 1; v < V; ++v) {
+        tx = hn::MulAdd(sx[v], gv[v], tx);
+        ty = hn::MulAdd(sy[v], gv[v], ty);
       }
-      for (int width = kLanes / 2; width >= 1; width /= 2) {
-        for (int j = 0; j < width; ++j) {
-          sx[j] += sx[j + width];
-          sy[j] += sy[j + width];
-        }
-      }
-      gx[i] += sx[0];
-      gy[i] += sy[0];
+      gx[i] += hn::GetLane(hn::SumOfLanes(d, tx));
+      gy[i] += hn::GetLane(hn::SumOfLanes(d, ty));
     }
   }
 }
@@ -257,6 +307,23 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
   };
   // Writes the accumulators of channels [c0, c1) of image n to dx.
   auto store_dx = [&](int64_t n, int64_t c0, int64_t c1, const T* a) {
+    if constexpr (kInterleaved) {
+      S* d = dxp + n * ds[0] + c0 * ds[1];
+      if (c1 - c0 == kLanes && ds[3] == 1 && ds[2] == p.in_w) {  // dense planes
+        deinterleave_rows(a, plane, d, ds[1]);
+        return;
+      }
+      if (ds[1] == 1) {  // channels contiguous (channels-last)
+        for (int64_t y = 0; y < p.in_h; ++y) {
+          for (int64_t x = 0; x < p.in_w; ++x) {
+            S* __restrict px = d + y * ds[2] + x * ds[3];
+            const T* __restrict src = a + (y * p.in_w + x) * kLanes;
+            for (int64_t j = 0; j < c1 - c0; ++j) px[j] = store<S>(src[j]);
+          }
+        }
+        return;
+      }
+    }
     for (int64_t c = c0; c < c1; ++c) {
       S* d = dxp + n * ds[0] + c * ds[1];
       const T* __restrict src = a + acc_index(c, c0, 0);
@@ -290,12 +357,27 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
       const int64_t part = task % chunks;
       const int64_t c0 = block * cb_size, c1 = std::min(p.c, c0 + cb_size);
       const int64_t p_begin = part * chunk, p_end = std::min(pixels, p_begin + chunk);
-      T* acc = chunks == 1 ? my_acc : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
+      T* acc = !want_dx       ? nullptr  // (no workspace may have been given)
+               : chunks == 1 ? my_acc
+                             : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
       if (want_dx) std::fill_n(acc, acc_elems, T(0));
       if constexpr (kInterleaved) {
         std::fill_n(gt, kTile * kLanes, T(0));
         if (need_values) {
-          std::fill_n(xin, slot * kLanes, T(0));
+          const S* ib = in + n * is[0] + c0 * is[1];
+          std::fill_n(xin + plane * kLanes, kLanes, T(0));  // the dummy slot
+          if (c1 - c0 == kLanes && is[3] == 1 && is[2] == p.in_w) {  // dense planes
+            interleave_rows(ib, is[1], plane, xin);
+          } else if (is[1] == 1) {  // channels contiguous (channels-last)
+            for (int64_t y = 0; y < p.in_h; ++y) {
+              for (int64_t x = 0; x < p.in_w; ++x) {
+                const S* __restrict px = ib + y * is[2] + x * is[3];
+                T* __restrict dst = xin + (y * p.in_w + x) * kLanes;
+                for (int j = 0; j < kLanes; ++j) dst[j] = j < c1 - c0 ? load(px[j]) : T(0);
+              }
+            }
+          } else {
+          std::fill_n(xin, plane * kLanes, T(0));
           for (int64_t c = c0; c < c1; ++c) {
             const S* ip = in + n * is[0] + c * is[1];
             T* __restrict dst = xin + (c - c0);
@@ -309,6 +391,7 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
               }
             }
           }
+          }
         }
       }
       for (int64_t p0 = p_begin; p0 < p_end; p0 += kTile) {
@@ -317,9 +400,18 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
         std::fill_n(gx, kTile, T(0));
         std::fill_n(gy, kTile, T(0));
         if constexpr (kInterleaved) {
-          for (int64_t c = c0; c < c1; ++c) {
-            const S* gp = go + n * gs[0] + c * gs[1];
-            for (int i = 0; i < t.count; ++i) gt[i * kLanes + (c - c0)] = load(gp[t.out_off[i]]);
+          const S* gb = go + n * gs[0] + c0 * gs[1];
+          if (c1 - c0 == kLanes && gs[3] == 1 && gs[2] == p.out_w) {  // dense planes: a run of pixels
+            interleave_rows(gb + p0, gs[1], t.count, gt);
+          } else if (gs[1] == 1) {  // channels contiguous (channels-last)
+            for (int i = 0; i < t.count; ++i) {
+              for (int64_t j = 0; j < c1 - c0; ++j) gt[i * kLanes + j] = load(gb[t.out_off[i] + j]);
+            }
+          } else {
+            for (int64_t c = c0; c < c1; ++c) {
+              const S* gp = gb + (c - c0) * gs[1];
+              for (int i = 0; i < t.count; ++i) gt[i * kLanes + (c - c0)] = load(gp[t.out_off[i]]);
+            }
           }
           if (want_dx && need_values) {
             backward_lanes<S, T, K, true, true>(t, gt, xin, acc, gx, gy);

@@ -130,6 +130,7 @@ void forward(const Problem& p, const TensorView& input, const TensorView& grid,
   const auto in = view<S>(input);
   const auto gr = view<S>(grid);
   const auto out = view<S>(output);
+  if (p.empty()) return;  // an empty output: nothing to sample
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t h = 0; h < p.out_h; ++h) {
       for (int64_t w = 0; w < p.out_w; ++w) {
@@ -154,9 +155,20 @@ void backward(const Problem& p, const TensorView& grad, const TensorView& input,
   auto dx_at = [&](int64_t n, int64_t c, int64_t y, int64_t x) -> double& {
     return dx_acc[static_cast<size_t>(((n * p.c + c) * p.in_h + y) * p.in_w + x)];
   };
-  for (int64_t n = 0; n < p.n; ++n) {
+  // With no channels nothing is sampled: dgrid is a sum over no channels
+  // (zero) and dx is empty. Without outputs, or with no output pixels, there
+  // is nothing to visit (loops over empty dimensions could still be long).
+  const bool sampled = p.c > 0 && (p.mask.input || p.mask.grid);
+  const bool any_pixel = p.n > 0 && p.out_h > 0 && p.out_w > 0;
+  for (int64_t n = 0; any_pixel && n < p.n && (sampled || p.mask.grid); ++n) {
     for (int64_t h = 0; h < p.out_h; ++h) {
       for (int64_t w = 0; w < p.out_w; ++w) {
+        if (!sampled) {
+          const auto dg = view<S>(dgrid);
+          dg.at(n, h, w, 0) = store<S>(0.0);
+          dg.at(n, h, w, 1) = store<S>(0.0);
+          continue;
+        }
         const Sample s = make_sample(load(gr.at(n, h, w, 0)), load(gr.at(n, h, w, 1)), p);
         double gix = 0, giy = 0;
         for (int64_t c = 0; c < p.c; ++c) {
@@ -178,7 +190,7 @@ void backward(const Problem& p, const TensorView& grad, const TensorView& input,
       }
     }
   }
-  if (p.mask.input) {
+  if (p.mask.input && p.n > 0 && p.c > 0) {
     const auto d = view<S>(dx);
     for (int64_t n = 0; n < p.n; ++n)
       for (int64_t c = 0; c < p.c; ++c)
