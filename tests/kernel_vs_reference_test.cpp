@@ -23,6 +23,7 @@ const Dims kShapes[] = {
     {3, 1, 4, 4, 1, 1},   // one output pixel
     {1, 3, 11, 13, 9, 10},
     {2, 35, 9, 11, 13, 7},  // full and partial 16-channel blocks, several pixel tiles
+    {2, 250, 3, 4, 5, 6},   // 16-channel sub-blocks in groups of 2, dgrid summed over groups
 };
 
 void expect_close(const Tensor& got, const Tensor& want, double k, const std::string& what) {

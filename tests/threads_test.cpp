@@ -23,6 +23,8 @@ const Split kSplits[] = {
     {"pixel_chunks", {1, 2, 40, 40, 64, 64}},          // 2 tasks -> pixels split in 4
     {"channel_blocks", {2, 10, 128, 128, 16, 16}},     // 64 KiB planes -> blocks of 4 channels
     {"blocks_and_chunks", {1, 9, 200, 200, 48, 48}},   // 9 blocks of 1 channel, 2 chunks each
+    {"lane_groups", {2, 250, 6, 7, 9, 8}},             // 16-channel sub-blocks in groups of 2, last one partial
+    {"lanes_and_chunks", {1, 20, 40, 40, 64, 64}},     // one group of 16 + 4 channels, pixels split in 4
 };
 
 Outputs run_threads(const Problem& p, int threads, gridsampler::OutputMask mask = {}) {

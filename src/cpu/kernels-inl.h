@@ -301,33 +301,17 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
   T* dg_partials = reinterpret_cast<T*>(ws + plan.dgrid_partials);
   T* scratch = reinterpret_cast<T*>(ws + plan.scratch);
 
-  // Where channel c (of the block starting at c0) of pixel q accumulates.
-  auto acc_index = [&](int64_t c, int64_t c0, int64_t q) {
-    return kInterleaved ? q * kLanes + (c - c0) : (c - c0) * slot + q;
-  };
+  // Interleaved, a task's channels [c0, c1) are sub-blocks of kLanes
+  // channels, each with its own [pixel][lane] buffers of `sub` values (so
+  // one tile's stencils serve every sub-block); planar, one plane each.
+  const int64_t sub = slot * kLanes;
+  auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + kLanes - 1) / kLanes; };
+
   // Writes the accumulators of channels [c0, c1) of image n to dx.
-  auto store_dx = [&](int64_t n, int64_t c0, int64_t c1, const T* a) {
-    if constexpr (kInterleaved) {
-      S* d = dxp + n * ds[0] + c0 * ds[1];
-      if (c1 - c0 == kLanes && ds[3] == 1 && ds[2] == p.in_w) {  // dense planes
-        deinterleave_rows(a, plane, d, ds[1]);
-        return;
-      }
-      if (ds[1] == 1) {  // channels contiguous (channels-last)
-        for (int64_t y = 0; y < p.in_h; ++y) {
-          for (int64_t x = 0; x < p.in_w; ++x) {
-            S* __restrict px = d + y * ds[2] + x * ds[3];
-            const T* __restrict src = a + (y * p.in_w + x) * kLanes;
-            for (int64_t j = 0; j < c1 - c0; ++j) px[j] = store<S>(src[j]);
-          }
-        }
-        return;
-      }
-    }
+  auto store_dx_planes = [&](int64_t n, int64_t c0, int64_t c1, const T* a, int64_t step) {
     for (int64_t c = c0; c < c1; ++c) {
       S* d = dxp + n * ds[0] + c * ds[1];
-      const T* __restrict src = a + acc_index(c, c0, 0);
-      const int64_t step = kInterleaved ? kLanes : 1;
+      const T* __restrict src = a + (c - c0) * (step == 1 ? slot : 1);
       if (ds[3] == 1 && ds[2] == p.in_w) {  // a dense plane: one flat loop
         for (int64_t q = 0; q < plane; ++q) d[q] = store<S>(src[q * step]);
       } else {
@@ -336,6 +320,77 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
           const T* in_row = src + y * p.in_w * step;
           for (int64_t x = 0; x < p.in_w; ++x) row[x * ds[3]] = store<S>(in_row[x * step]);
         }
+      }
+    }
+  };
+  auto store_dx = [&](int64_t n, int64_t c0, int64_t c1, const T* a) {
+    if constexpr (!kInterleaved) {
+      store_dx_planes(n, c0, c1, a, 1);
+    } else {
+      for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
+        const int64_t s0 = c0 + b * kLanes, s1 = std::min(c1, s0 + kLanes);
+        const T* ab = a + b * sub;
+        S* d = dxp + n * ds[0] + s0 * ds[1];
+        if (s1 - s0 == kLanes && ds[3] == 1 && ds[2] == p.in_w) {  // dense planes
+          deinterleave_rows(ab, plane, d, ds[1]);
+        } else if (ds[1] == 1) {  // channels contiguous (channels-last)
+          for (int64_t y = 0; y < p.in_h; ++y) {
+            for (int64_t x = 0; x < p.in_w; ++x) {
+              S* __restrict px = d + y * ds[2] + x * ds[3];
+              const T* __restrict src = ab + (y * p.in_w + x) * kLanes;
+              for (int64_t j = 0; j < s1 - s0; ++j) px[j] = store<S>(src[j]);
+            }
+          }
+        } else {
+          store_dx_planes(n, s0, s1, ab, kLanes);
+        }
+      }
+    }
+  };
+  // Copies the input channels [s0, s1) (at most kLanes) of image n into xb
+  // as [pixel][lane], zero in unused lanes and in the dummy slot.
+  auto load_values = [&](int64_t n, int64_t s0, int64_t s1, T* __restrict xb) {
+    const S* ib = in + n * is[0] + s0 * is[1];
+    std::fill_n(xb + plane * kLanes, kLanes, T(0));  // the dummy slot
+    if (s1 - s0 == kLanes && is[3] == 1 && is[2] == p.in_w) {  // dense planes
+      interleave_rows(ib, is[1], plane, xb);
+    } else if (is[1] == 1) {  // channels contiguous (channels-last)
+      for (int64_t y = 0; y < p.in_h; ++y) {
+        for (int64_t x = 0; x < p.in_w; ++x) {
+          const S* __restrict px = ib + y * is[2] + x * is[3];
+          T* __restrict dst = xb + (y * p.in_w + x) * kLanes;
+          for (int j = 0; j < kLanes; ++j) dst[j] = j < s1 - s0 ? load(px[j]) : T(0);
+        }
+      }
+    } else {
+      std::fill_n(xb, plane * kLanes, T(0));
+      for (int64_t c = s0; c < s1; ++c) {
+        const S* ip = ib + (c - s0) * is[1];
+        for (int64_t y = 0; y < p.in_h; ++y) {
+          const S* row = ip + y * is[2];
+          T* out_row = xb + y * p.in_w * kLanes + (c - s0);
+          for (int64_t x = 0; x < p.in_w; ++x) out_row[x * kLanes] = load(row[x * is[3]]);
+        }
+      }
+    }
+  };
+  // Copies grad channels [s0, s1) of a tile's pixels into gt as [pixel][lane],
+  // zero in unused lanes.
+  auto load_grad = [&](int64_t n, int64_t s0, int64_t s1, const Tile<T, K>& t, int64_t p0, T* __restrict gt) {
+    const S* gb = go + n * gs[0] + s0 * gs[1];
+    if (s1 - s0 == kLanes && gs[3] == 1 && gs[2] == p.out_w) {  // dense planes: a run of pixels
+      interleave_rows(gb + p0, gs[1], t.count, gt);
+      return;
+    }
+    std::fill_n(gt, kTile * kLanes, T(0));
+    if (gs[1] == 1) {  // channels contiguous (channels-last)
+      for (int i = 0; i < t.count; ++i) {
+        for (int64_t j = 0; j < s1 - s0; ++j) gt[i * kLanes + j] = load(gb[t.out_off[i] + j]);
+      }
+    } else {
+      for (int64_t c = s0; c < s1; ++c) {
+        const S* gp = gb + (c - s0) * gs[1];
+        for (int i = 0; i < t.count; ++i) gt[i * kLanes + (c - s0)] = load(gp[t.out_off[i]]);
       }
     }
   };
@@ -349,7 +404,7 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
     T* my_scratch = scratch + static_cast<int64_t>(omp_get_thread_num()) * plan.scratch_elems;
     T* my_acc = my_scratch;
     T* xin = kInterleaved ? my_scratch + acc_elems : nullptr;
-    T* gt = kInterleaved ? xin + slot * kLanes : nullptr;
+    T* gt = kInterleaved ? xin + sub * (cb_size / kLanes) : nullptr;
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
       const int64_t n = task / (blocks * chunks);
@@ -362,35 +417,9 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
                              : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
       if (want_dx) std::fill_n(acc, acc_elems, T(0));
       if constexpr (kInterleaved) {
-        std::fill_n(gt, kTile * kLanes, T(0));
         if (need_values) {
-          const S* ib = in + n * is[0] + c0 * is[1];
-          std::fill_n(xin + plane * kLanes, kLanes, T(0));  // the dummy slot
-          if (c1 - c0 == kLanes && is[3] == 1 && is[2] == p.in_w) {  // dense planes
-            interleave_rows(ib, is[1], plane, xin);
-          } else if (is[1] == 1) {  // channels contiguous (channels-last)
-            for (int64_t y = 0; y < p.in_h; ++y) {
-              for (int64_t x = 0; x < p.in_w; ++x) {
-                const S* __restrict px = ib + y * is[2] + x * is[3];
-                T* __restrict dst = xin + (y * p.in_w + x) * kLanes;
-                for (int j = 0; j < kLanes; ++j) dst[j] = j < c1 - c0 ? load(px[j]) : T(0);
-              }
-            }
-          } else {
-          std::fill_n(xin, plane * kLanes, T(0));
-          for (int64_t c = c0; c < c1; ++c) {
-            const S* ip = in + n * is[0] + c * is[1];
-            T* __restrict dst = xin + (c - c0);
-            if (is[3] == 1 && is[2] == p.in_w) {  // a dense plane: one flat loop
-              for (int64_t q = 0; q < plane; ++q) dst[q * kLanes] = load(ip[q]);
-            } else {
-              for (int64_t y = 0; y < p.in_h; ++y) {
-                const S* row = ip + y * is[2];
-                T* out_row = dst + y * p.in_w * kLanes;
-                for (int64_t x = 0; x < p.in_w; ++x) out_row[x * kLanes] = load(row[x * is[3]]);
-              }
-            }
-          }
+          for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
+            load_values(n, c0 + b * kLanes, std::min(c1, c0 + (b + 1) * kLanes), xin + b * sub);
           }
         }
       }
@@ -400,25 +429,18 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
         std::fill_n(gx, kTile, T(0));
         std::fill_n(gy, kTile, T(0));
         if constexpr (kInterleaved) {
-          const S* gb = go + n * gs[0] + c0 * gs[1];
-          if (c1 - c0 == kLanes && gs[3] == 1 && gs[2] == p.out_w) {  // dense planes: a run of pixels
-            interleave_rows(gb + p0, gs[1], t.count, gt);
-          } else if (gs[1] == 1) {  // channels contiguous (channels-last)
-            for (int i = 0; i < t.count; ++i) {
-              for (int64_t j = 0; j < c1 - c0; ++j) gt[i * kLanes + j] = load(gb[t.out_off[i] + j]);
+          // Sub-blocks in order: a fixed order of the dgrid sums.
+          for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
+            load_grad(n, c0 + b * kLanes, std::min(c1, c0 + (b + 1) * kLanes), t, p0, gt);
+            T* ab = want_dx ? acc + b * sub : nullptr;
+            const T* xb = xin + b * sub;
+            if (want_dx && need_values) {
+              backward_lanes<S, T, K, true, true>(t, gt, xb, ab, gx, gy);
+            } else if (want_dx) {
+              backward_lanes<S, T, K, true, false>(t, gt, xb, ab, gx, gy);
+            } else if (need_values) {
+              backward_lanes<S, T, K, false, true>(t, gt, xb, ab, gx, gy);
             }
-          } else {
-            for (int64_t c = c0; c < c1; ++c) {
-              const S* gp = gb + (c - c0) * gs[1];
-              for (int i = 0; i < t.count; ++i) gt[i * kLanes + (c - c0)] = load(gp[t.out_off[i]]);
-            }
-          }
-          if (want_dx && need_values) {
-            backward_lanes<S, T, K, true, true>(t, gt, xin, acc, gx, gy);
-          } else if (want_dx) {
-            backward_lanes<S, T, K, true, false>(t, gt, xin, acc, gx, gy);
-          } else if (need_values) {
-            backward_lanes<S, T, K, false, true>(t, gt, xin, acc, gx, gy);
           }
         } else {
           for (int64_t c = c0; c < c1; ++c) {

@@ -149,8 +149,15 @@ BackwardPlan plan_backward(const Problem& p) {
   constexpr uint64_t kMaxInterleavedBytes = uint64_t{64} << 20;
   plan.interleaved = c >= kLanes / 2 && mul(mul(2 * kLanes, elem), slot) <= kMaxInterleavedBytes;
   if (plan.interleaved) {
-    plan.channel_block = kLanes;
-    plan.accumulator_elems = slot * kLanes;
+    // A task takes a group of kLanes-channel sub-blocks, so that the stencils
+    // of a tile serve them all: as many as fit kGroupBytes, but not so many
+    // that there are fewer than kMinTasks (n, group) tasks when there could be more.
+    const int64_t lane_blocks = (c + kLanes - 1) / kLanes;
+    const auto fit = static_cast<int64_t>(kGroupBytes / mul(mul(slot, kLanes), elem));
+    const int64_t spread = std::max<int64_t>(mul(p.n, lane_blocks) / kMinTasks, 1);
+    const int64_t group = std::clamp<int64_t>(std::min(fit, spread), 1, lane_blocks);
+    plan.channel_block = group * kLanes;
+    plan.accumulator_elems = group * slot * kLanes;
   } else {
     // Each block rebuilds the stencils, so never split fewer than
     // kLanes / 2 channels, even when their planes exceed kAccumulatorBytes.
@@ -193,7 +200,8 @@ BackwardPlan plan_backward(const Problem& p) {
   // interleaved, the block's input values and a grad tile.
   // (Interleaved buffers are bounded by kMaxInterleavedBytes.)
   if (p.mask.input || plan.interleaved) {  // otherwise nothing is accumulated or copied
-    const uint64_t elems = add(plan.accumulator_elems, plan.interleaved ? (slot + kTile) * kLanes : 0);
+    const uint64_t elems =
+        add(plan.accumulator_elems, plan.interleaved ? plan.accumulator_elems + kTile * kLanes : 0);
     const uint64_t per_thread = align_up(mul(elems, elem));
     plan.scratch_elems = static_cast<int64_t>(std::min<uint64_t>(per_thread / elem, INT64_MAX));
     plan.scratch = take(mul(plan.threads, per_thread));

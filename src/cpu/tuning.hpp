@@ -13,6 +13,7 @@ namespace gridsampler::cpu {
 
 constexpr int kTile = 64;                             // output pixels per tile
 constexpr int kLanes = 16;                            // channels per interleaved block
+constexpr std::size_t kGroupBytes = 2 << 20;          // an interleaved task's accumulators (and values)
 constexpr std::size_t kAccumulatorBytes = 256 << 10;  // a planar task's dx accumulators (L2-sized)
 constexpr int64_t kMinTasks = 16;          // below this, split pixels (fixed, not per machine)
 constexpr int64_t kMinChunkPixels = 1024;  // ... but never into chunks smaller than this
