@@ -885,7 +885,7 @@ TEST(AclnnHostile, Float64WorkspaceAlignedTo4Only) {
   aclTensor* d2 = make({1, 2, 3, 4}, ACL_DOUBLE, nullptr, 0, {24}, dx2.data());
   aclTensor* g2 = make({1, 2, 3, 2}, ACL_DOUBLE, nullptr, 0, {12}, dg2.data());
   uint64_t ws = 0;
-  std::vector<unsigned char> buf(4096);
+  std::vector<unsigned char> buf(1 << 16);
   unsigned char* aligned64 = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
   for (auto [d, dg, w] : {std::tuple{d1, g1, aligned64}, std::tuple{d2, g2, aligned64 + 4}}) {
     aclOpExecutor* exec = nullptr;

@@ -20,9 +20,10 @@ struct Split {
 
 const Split kSplits[] = {
     {"tasks_per_plane", {3, 5, 9, 11, 7, 6}},          // many small tasks
-    {"pixel_chunks", {1, 2, 40, 40, 64, 64}},          // 2 tasks -> pixels split in 4
-    {"channel_blocks", {2, 10, 128, 128, 16, 16}},     // 64 KiB planes -> blocks of 4 channels
-    {"blocks_and_chunks", {1, 9, 200, 200, 48, 48}},   // 9 blocks of 1 channel, 2 chunks each
+    {"pixel_chunks", {1, 2, 40, 40, 64, 64}},          // 1 task (4 narrow lanes) -> pixels split in 4
+    {"channel_blocks", {2, 10, 128, 128, 16, 16}},     // a block of 16 lanes, 10 used
+    {"blocks_and_chunks", {1, 9, 200, 200, 48, 48}},   // one 16-lane block, 2 chunks
+    {"planar_blocks", {1, 9, 730, 730, 8, 8}},         // planes too large to interleave: blocks of 8 + 1
     {"lane_groups", {2, 250, 6, 7, 9, 8}},             // 16-channel sub-blocks in groups of 2, last one partial
     {"lanes_and_chunks", {1, 20, 40, 40, 64, 64}},     // one group of 16 + 4 channels, pixels split in 4
 };

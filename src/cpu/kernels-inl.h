@@ -63,33 +63,81 @@ struct Tile {
   T mult_y[kTile];
 };
 
+// Stores one pixel's stencil into the tile.
+template <class T, int K>
+inline void put_stencil(const Stencil<T, K>& s, int64_t i, int64_t plane, int64_t in_w,
+                        const Shape4& in_strides, Tile<T, K>* t) {
+  for (int k = 0; k < K; ++k) {
+    const bool ok = s.valid[k];
+    t->valid[k][i] = ok;
+    t->in_off[k][i] = ok ? s.y[k] * in_strides[2] + s.x[k] * in_strides[3] : 0;
+    t->acc[k][i] = ok ? s.y[k] * in_w + s.x[k] : plane;
+    t->w[k][i] = ok ? s.w[k] : T(0);
+    t->dwx[k][i] = ok ? s.dw_dx[k] : T(0);
+    t->dwy[k][i] = ok ? s.dw_dy[k] : T(0);
+  }
+}
+
 template <Interpolation M, Padding P, bool kAlign, class S, class T, int K>
 void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strides, int64_t n,
                int64_t p0, int64_t count, Tile<T, K>* t, const Shape4& in_strides) {
-  const S* gr = static_cast<const S*>(grid.data);
+  const S* gr = static_cast<const S*>(grid.data) + n * grid.strides[0];
   const Shape4& gs = grid.strides;
   const int64_t plane = p.in_h * p.in_w;
-  Stencil<T, K> s;
   t->count = static_cast<int>(count);
-  int64_t h = p0 / p.out_w, w = p0 % p.out_w;
-  for (int64_t i = 0; i < count; ++i, ++w) {
-    if (w == p.out_w) {
-      w = 0;
-      ++h;
+  // Where each pixel's grid values are and where its grad/output value goes:
+  // runs of consecutive pixels when the grid and the planes are dense.
+  T gx[kTile], gy[kTile];
+  if (gs[3] == 1 && gs[2] == 2 && gs[1] == 2 * p.out_w) {
+    const S* g = gr + 2 * p0;
+    for (int64_t i = 0; i < count; ++i) {
+      gx[i] = load(g[2 * i]);
+      gy[i] = load(g[2 * i + 1]);
     }
-    const S* g = gr + n * gs[0] + h * gs[1] + w * gs[2];
-    build_stencil<M, P, kAlign>(load(g[0]), load(g[gs[3]]), p.in_h, p.in_w, &s);
-    t->out_off[i] = h * out_strides[2] + w * out_strides[3];
-    t->mult_x[i] = s.mult_x;
-    t->mult_y[i] = s.mult_y;
-    for (int k = 0; k < K; ++k) {
-      const bool ok = s.valid[k];
-      t->valid[k][i] = ok;
-      t->in_off[k][i] = ok ? s.y[k] * in_strides[2] + s.x[k] * in_strides[3] : 0;
-      t->acc[k][i] = ok ? s.y[k] * p.in_w + s.x[k] : plane;
-      t->w[k][i] = ok ? s.w[k] : T(0);
-      t->dwx[k][i] = ok ? s.dw_dx[k] : T(0);
-      t->dwy[k][i] = ok ? s.dw_dy[k] : T(0);
+  } else {
+    int64_t h = p0 / p.out_w, w = p0 % p.out_w;
+    for (int64_t i = 0; i < count; ++i, ++w) {
+      if (w == p.out_w) {
+        w = 0;
+        ++h;
+      }
+      const S* g = gr + h * gs[1] + w * gs[2];
+      gx[i] = load(g[0]);
+      gy[i] = load(g[gs[3]]);
+    }
+  }
+  if (out_strides[3] == 1 && out_strides[2] == p.out_w) {
+    for (int64_t i = 0; i < count; ++i) t->out_off[i] = p0 + i;
+  } else {
+    int64_t h = p0 / p.out_w, w = p0 % p.out_w;
+    for (int64_t i = 0; i < count; ++i, ++w) {
+      if (w == p.out_w) {
+        w = 0;
+        ++h;
+      }
+      t->out_off[i] = h * out_strides[2] + w * out_strides[3];
+    }
+  }
+  if constexpr (M == Interpolation::kBilinear) {
+    // Two loops: the padding policy per pixel, then the taps of the padded
+    // coordinates in a loop without calls or branches.
+    T ix[kTile], iy[kTile];
+    for (int64_t i = 0; i < count; ++i) {
+      ix[i] = coords::source_index<P>(gx[i], p.in_w, kAlign, &t->mult_x[i]);
+      iy[i] = coords::source_index<P>(gy[i], p.in_h, kAlign, &t->mult_y[i]);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      Stencil<T, K> s;
+      bilinear_taps(ix[i], iy[i], p.in_h, p.in_w, &s);
+      put_stencil(s, i, plane, p.in_w, in_strides, t);
+    }
+  } else {
+    for (int64_t i = 0; i < count; ++i) {
+      Stencil<T, K> s;
+      build_stencil<M, P, kAlign>(gx[i], gy[i], p.in_h, p.in_w, &s);
+      t->mult_x[i] = s.mult_x;
+      t->mult_y[i] = s.mult_y;
+      put_stencil(s, i, plane, p.in_w, in_strides, t);
     }
   }
 }
@@ -176,68 +224,69 @@ inline void backward_channel(const Tile<T, K>& t, const S* __restrict gp, const 
   }
 }
 
-// Interleaved variant: a block of kLanes channels is processed together, with
+// Interleaved variant: a block of L channels (kLanes, or kNarrowLanes when
+// there are fewer than 8 channels) is processed together, with
 // the accumulators and a copy of the input stored pixel-major and channel-minor
 // ([pixel][lane]), so that every tap of every pixel is one contiguous run of
-// kLanes values: the inner loops have no gathers, no scatter conflicts and a
+// L values: the inner loops have no gathers, no scatter conflicts and a
 // fixed length the compiler turns into vector code. Both buffers end with a
 // zero row that invalid taps point at.
 
 // Moves between planes and the [pixel][lane] layout. These are written as
 // plain loops in the shape compilers vectorise for every target: an
-// interleaving store of kLanes rows read contiguously, and its inverse
-// through a kLanes x kLanes block in registers (GCC turns both into
+// interleaving store of L rows read contiguously, and its inverse
+// through an L x L block in registers (GCC turns both into
 // vpermt2ps on AVX-512, unpack/permute sequences on AVX2 and SSE4). Highway
 // has no transpose; hand-written shuffles per target would be the only
 // alternative.
 
-// dst[q][j] = src[j * row_stride + q] for the kLanes rows j and q < n,
+// dst[q][j] = src[j * row_stride + q] for the L rows j and q < n,
 // widened to T.
-template <class S, class T>
+template <int L, class S, class T>
 inline void interleave_rows(const S* src, int64_t row_stride, int64_t n, T* __restrict dst) {
-  const S* __restrict rows[kLanes];
-  for (int j = 0; j < kLanes; ++j) rows[j] = src + j * row_stride;
+  const S* __restrict rows[L];
+  for (int j = 0; j < L; ++j) rows[j] = src + j * row_stride;
   for (int64_t q = 0; q < n; ++q) {
 #pragma GCC unroll 16
-    for (int j = 0; j < kLanes; ++j) dst[q * kLanes + j] = load(rows[j][q]);
+    for (int j = 0; j < L; ++j) dst[q * L + j] = load(rows[j][q]);
   }
 }
 
 // dst[j * row_stride + q] = src[q][j], the inverse, rounded to S.
-template <class S, class T>
+template <int L, class S, class T>
 inline void deinterleave_rows(const T* __restrict src, int64_t n, S* dst, int64_t row_stride) {
   int64_t q0 = 0;
-  for (; q0 + kLanes <= n; q0 += kLanes) {
-    T t[kLanes][kLanes];
-    for (int i = 0; i < kLanes; ++i) {
+  for (; q0 + L <= n; q0 += L) {
+    T t[L][L];
+    for (int i = 0; i < L; ++i) {
 #pragma GCC unroll 16
-      for (int j = 0; j < kLanes; ++j) t[j][i] = src[(q0 + i) * kLanes + j];
+      for (int j = 0; j < L; ++j) t[j][i] = src[(q0 + i) * L + j];
     }
-    for (int j = 0; j < kLanes; ++j) {
+    for (int j = 0; j < L; ++j) {
       S* __restrict d = dst + j * row_stride + q0;
-      for (int i = 0; i < kLanes; ++i) d[i] = store<S>(t[j][i]);
+      for (int i = 0; i < L; ++i) d[i] = store<S>(t[j][i]);
     }
   }
   for (; q0 < n; ++q0) {
-    for (int j = 0; j < kLanes; ++j) dst[j * row_stride + q0] = store<S>(src[q0 * kLanes + j]);
+    for (int j = 0; j < L; ++j) dst[j * row_stride + q0] = store<S>(src[q0 * L + j]);
   }
 }
 
-// Written with Highway's vectors (CappedTag: kLanes / N vectors of N lanes,
+// Written with Highway's vectors (CappedTag: L / N vectors of N lanes,
 // N = 16 floats on AVX-512): left to itself the compiler sometimes unrolls
 // these fixed-length loops into scalar code instead of vectorising them.
-template <class S, class T, int K, bool kDx, bool kDgrid>
+template <int L, class S, class T, int K, bool kDx, bool kDgrid>
 inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T* __restrict xin,
                            T* __restrict acc, T* __restrict gx, T* __restrict gy) {
   namespace hn = hwy::HWY_NAMESPACE;
-  using D = hn::CappedTag<T, kLanes>;
+  using D = hn::CappedTag<T, L>;
   const D d;
   constexpr int N = static_cast<int>(hn::MaxLanes(D()));
-  constexpr int V = kLanes / N;
-  static_assert(V * N == kLanes);
+  constexpr int V = L / N;
+  static_assert(V * N == L);
   using Vec = hn::Vec<D>;
   for (int i = 0; i < t.count; ++i) {
-    const T* __restrict g = gt + i * kLanes;
+    const T* __restrict g = gt + i * L;
     Vec gv[V], sx[V], sy[V];
     for (int v = 0; v < V; ++v) {
       gv[v] = hn::LoadU(d, g + v * N);
@@ -246,12 +295,12 @@ inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T*
     for (int k = 0; k < K; ++k) {
       const int64_t q = t.acc[k][i];
       if constexpr (kDx) {
-        T* __restrict a = acc + q * kLanes;
+        T* __restrict a = acc + q * L;
         const Vec w = hn::Set(d, t.w[k][i]);
         for (int v = 0; v < V; ++v) hn::StoreU(hn::MulAdd(w, gv[v], hn::LoadU(d, a + v * N)), d, a + v * N);
       }
       if constexpr (kDgrid) {
-        const T* __restrict x = xin + q * kLanes;
+        const T* __restrict x = xin + q * L;
         const Vec wx = hn::Set(d, t.dwx[k][i]), wy = hn::Set(d, t.dwy[k][i]);
         for (int v = 0; v < V; ++v) {
           const Vec xv = hn::LoadU(d, x + v * N);
@@ -274,7 +323,7 @@ inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T*
   }
 }
 
-template <class S, Interpolation M, Padding P, bool kAlign, bool kInterleaved>
+template <class S, Interpolation M, Padding P, bool kAlign, bool kInterleaved, int L>
 void backward_impl(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
                    const TensorView& grid, const MutableTensorView& dx, const MutableTensorView& dgrid,
                    void* workspace) {
@@ -301,11 +350,11 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
   T* dg_partials = reinterpret_cast<T*>(ws + plan.dgrid_partials);
   T* scratch = reinterpret_cast<T*>(ws + plan.scratch);
 
-  // Interleaved, a task's channels [c0, c1) are sub-blocks of kLanes
+  // Interleaved, a task's channels [c0, c1) are sub-blocks of L
   // channels, each with its own [pixel][lane] buffers of `sub` values (so
   // one tile's stencils serve every sub-block); planar, one plane each.
-  const int64_t sub = slot * kLanes;
-  auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + kLanes - 1) / kLanes; };
+  const int64_t sub = slot * L;
+  auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + L - 1) / L; };
 
   // Writes the accumulators of channels [c0, c1) of image n to dx.
   auto store_dx_planes = [&](int64_t n, int64_t c0, int64_t c1, const T* a, int64_t step) {
@@ -328,48 +377,48 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
       store_dx_planes(n, c0, c1, a, 1);
     } else {
       for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
-        const int64_t s0 = c0 + b * kLanes, s1 = std::min(c1, s0 + kLanes);
+        const int64_t s0 = c0 + b * L, s1 = std::min(c1, s0 + L);
         const T* ab = a + b * sub;
         S* d = dxp + n * ds[0] + s0 * ds[1];
-        if (s1 - s0 == kLanes && ds[3] == 1 && ds[2] == p.in_w) {  // dense planes
-          deinterleave_rows(ab, plane, d, ds[1]);
+        if (s1 - s0 == L && ds[3] == 1 && ds[2] == p.in_w) {  // dense planes
+          deinterleave_rows<L>(ab, plane, d, ds[1]);
         } else if (ds[1] == 1) {  // channels contiguous (channels-last)
           for (int64_t y = 0; y < p.in_h; ++y) {
             for (int64_t x = 0; x < p.in_w; ++x) {
               S* __restrict px = d + y * ds[2] + x * ds[3];
-              const T* __restrict src = ab + (y * p.in_w + x) * kLanes;
+              const T* __restrict src = ab + (y * p.in_w + x) * L;
               for (int64_t j = 0; j < s1 - s0; ++j) px[j] = store<S>(src[j]);
             }
           }
         } else {
-          store_dx_planes(n, s0, s1, ab, kLanes);
+          store_dx_planes(n, s0, s1, ab, L);
         }
       }
     }
   };
-  // Copies the input channels [s0, s1) (at most kLanes) of image n into xb
+  // Copies the input channels [s0, s1) (at most L) of image n into xb
   // as [pixel][lane], zero in unused lanes and in the dummy slot.
   auto load_values = [&](int64_t n, int64_t s0, int64_t s1, T* __restrict xb) {
     const S* ib = in + n * is[0] + s0 * is[1];
-    std::fill_n(xb + plane * kLanes, kLanes, T(0));  // the dummy slot
-    if (s1 - s0 == kLanes && is[3] == 1 && is[2] == p.in_w) {  // dense planes
-      interleave_rows(ib, is[1], plane, xb);
+    std::fill_n(xb + plane * L, L, T(0));  // the dummy slot
+    if (s1 - s0 == L && is[3] == 1 && is[2] == p.in_w) {  // dense planes
+      interleave_rows<L>(ib, is[1], plane, xb);
     } else if (is[1] == 1) {  // channels contiguous (channels-last)
       for (int64_t y = 0; y < p.in_h; ++y) {
         for (int64_t x = 0; x < p.in_w; ++x) {
           const S* __restrict px = ib + y * is[2] + x * is[3];
-          T* __restrict dst = xb + (y * p.in_w + x) * kLanes;
-          for (int j = 0; j < kLanes; ++j) dst[j] = j < s1 - s0 ? load(px[j]) : T(0);
+          T* __restrict dst = xb + (y * p.in_w + x) * L;
+          for (int j = 0; j < L; ++j) dst[j] = j < s1 - s0 ? load(px[j]) : T(0);
         }
       }
     } else {
-      std::fill_n(xb, plane * kLanes, T(0));
+      std::fill_n(xb, plane * L, T(0));
       for (int64_t c = s0; c < s1; ++c) {
         const S* ip = ib + (c - s0) * is[1];
         for (int64_t y = 0; y < p.in_h; ++y) {
           const S* row = ip + y * is[2];
-          T* out_row = xb + y * p.in_w * kLanes + (c - s0);
-          for (int64_t x = 0; x < p.in_w; ++x) out_row[x * kLanes] = load(row[x * is[3]]);
+          T* out_row = xb + y * p.in_w * L + (c - s0);
+          for (int64_t x = 0; x < p.in_w; ++x) out_row[x * L] = load(row[x * is[3]]);
         }
       }
     }
@@ -378,19 +427,19 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
   // zero in unused lanes.
   auto load_grad = [&](int64_t n, int64_t s0, int64_t s1, const Tile<T, K>& t, int64_t p0, T* __restrict gt) {
     const S* gb = go + n * gs[0] + s0 * gs[1];
-    if (s1 - s0 == kLanes && gs[3] == 1 && gs[2] == p.out_w) {  // dense planes: a run of pixels
-      interleave_rows(gb + p0, gs[1], t.count, gt);
+    if (s1 - s0 == L && gs[3] == 1 && gs[2] == p.out_w) {  // dense planes: a run of pixels
+      interleave_rows<L>(gb + p0, gs[1], t.count, gt);
       return;
     }
-    std::fill_n(gt, kTile * kLanes, T(0));
+    std::fill_n(gt, kTile * L, T(0));
     if (gs[1] == 1) {  // channels contiguous (channels-last)
       for (int i = 0; i < t.count; ++i) {
-        for (int64_t j = 0; j < s1 - s0; ++j) gt[i * kLanes + j] = load(gb[t.out_off[i] + j]);
+        for (int64_t j = 0; j < s1 - s0; ++j) gt[i * L + j] = load(gb[t.out_off[i] + j]);
       }
     } else {
       for (int64_t c = s0; c < s1; ++c) {
         const S* gp = gb + (c - s0) * gs[1];
-        for (int i = 0; i < t.count; ++i) gt[i * kLanes + (c - s0)] = load(gp[t.out_off[i]]);
+        for (int i = 0; i < t.count; ++i) gt[i * L + (c - s0)] = load(gp[t.out_off[i]]);
       }
     }
   };
@@ -404,7 +453,7 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
     T* my_scratch = scratch + static_cast<int64_t>(omp_get_thread_num()) * plan.scratch_elems;
     T* my_acc = my_scratch;
     T* xin = kInterleaved ? my_scratch + acc_elems : nullptr;
-    T* gt = kInterleaved ? xin + sub * (cb_size / kLanes) : nullptr;
+    T* gt = kInterleaved ? xin + sub * (cb_size / L) : nullptr;
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
       const int64_t n = task / (blocks * chunks);
@@ -419,7 +468,7 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
       if constexpr (kInterleaved) {
         if (need_values) {
           for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
-            load_values(n, c0 + b * kLanes, std::min(c1, c0 + (b + 1) * kLanes), xin + b * sub);
+            load_values(n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), xin + b * sub);
           }
         }
       }
@@ -431,15 +480,15 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
         if constexpr (kInterleaved) {
           // Sub-blocks in order: a fixed order of the dgrid sums.
           for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
-            load_grad(n, c0 + b * kLanes, std::min(c1, c0 + (b + 1) * kLanes), t, p0, gt);
+            load_grad(n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), t, p0, gt);
             T* ab = want_dx ? acc + b * sub : nullptr;
             const T* xb = xin + b * sub;
             if (want_dx && need_values) {
-              backward_lanes<S, T, K, true, true>(t, gt, xb, ab, gx, gy);
+              backward_lanes<L, S, T, K, true, true>(t, gt, xb, ab, gx, gy);
             } else if (want_dx) {
-              backward_lanes<S, T, K, true, false>(t, gt, xb, ab, gx, gy);
+              backward_lanes<L, S, T, K, true, false>(t, gt, xb, ab, gx, gy);
             } else if (need_values) {
-              backward_lanes<S, T, K, false, true>(t, gt, xb, ab, gx, gy);
+              backward_lanes<L, S, T, K, false, true>(t, gt, xb, ab, gx, gy);
             }
           }
         } else {
@@ -517,10 +566,12 @@ template <class S, Interpolation M, Padding P, bool kAlign>
 void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
               const TensorView& grid, const MutableTensorView& dx, const MutableTensorView& dgrid,
               void* workspace) {
-  if (plan.interleaved) {
-    backward_impl<S, M, P, kAlign, true>(plan, grad, input, grid, dx, dgrid, workspace);
+  if (plan.lanes == kLanes) {
+    backward_impl<S, M, P, kAlign, true, kLanes>(plan, grad, input, grid, dx, dgrid, workspace);
+  } else if (plan.lanes == kNarrowLanes) {
+    backward_impl<S, M, P, kAlign, true, kNarrowLanes>(plan, grad, input, grid, dx, dgrid, workspace);
   } else {
-    backward_impl<S, M, P, kAlign, false>(plan, grad, input, grid, dx, dgrid, workspace);
+    backward_impl<S, M, P, kAlign, false, 1>(plan, grad, input, grid, dx, dgrid, workspace);
   }
 }
 

@@ -143,21 +143,25 @@ BackwardPlan plan_backward(const Problem& p) {
   const int64_t slot = p.in_h * p.in_w + 1;
   const int64_t c = std::max<int64_t>(p.c, 1);
   // Channels in blocks of kLanes, interleaved, when there are enough of them
-  // to fill most lanes and the two [pixel][lane] buffers stay reasonable;
+  // to fill most lanes, in blocks of kNarrowLanes for 2 to 7 channels (one
+  // cache line per tap then serves every channel, where planes would take
+  // one each), as long as the two [pixel][lane] buffers stay reasonable;
   // otherwise planar blocks of as many accumulator planes as fit
   // kAccumulatorBytes.
   constexpr uint64_t kMaxInterleavedBytes = uint64_t{64} << 20;
-  plan.interleaved = c >= kLanes / 2 && mul(mul(2 * kLanes, elem), slot) <= kMaxInterleavedBytes;
-  if (plan.interleaved) {
-    // A task takes a group of kLanes-channel sub-blocks, so that the stencils
-    // of a tile serve them all: as many as fit kGroupBytes, but not so many
-    // that there are fewer than kMinTasks (n, group) tasks when there could be more.
-    const int64_t lane_blocks = (c + kLanes - 1) / kLanes;
-    const auto fit = static_cast<int64_t>(kGroupBytes / mul(mul(slot, kLanes), elem));
+  const int lanes = c >= kLanes / 2 ? kLanes : kNarrowLanes;
+  if (c >= 2 && mul(mul(2 * lanes, elem), slot) <= kMaxInterleavedBytes) plan.lanes = lanes;
+  if (plan.lanes > 1) {
+    // A task takes a group of sub-blocks of `lanes` channels, so that the
+    // stencils of a tile serve them all: as many as fit kGroupBytes, but not
+    // so many that there are fewer than kMinTasks (n, group) tasks when there
+    // could be more.
+    const int64_t lane_blocks = (c + lanes - 1) / lanes;
+    const auto fit = static_cast<int64_t>(kGroupBytes / mul(mul(slot, lanes), elem));
     const int64_t spread = std::max<int64_t>(mul(p.n, lane_blocks) / kMinTasks, 1);
     const int64_t group = std::clamp<int64_t>(std::min(fit, spread), 1, lane_blocks);
-    plan.channel_block = group * kLanes;
-    plan.accumulator_elems = group * slot * kLanes;
+    plan.channel_block = group * lanes;
+    plan.accumulator_elems = group * slot * lanes;
   } else {
     // Each block rebuilds the stencils, so never split fewer than
     // kLanes / 2 channels, even when their planes exceed kAccumulatorBytes.
@@ -199,9 +203,9 @@ BackwardPlan plan_backward(const Problem& p) {
   // Per thread: one task's accumulators (or the sum of a block's chunks) and,
   // interleaved, the block's input values and a grad tile.
   // (Interleaved buffers are bounded by kMaxInterleavedBytes.)
-  if (p.mask.input || plan.interleaved) {  // otherwise nothing is accumulated or copied
+  if (p.mask.input || plan.lanes > 1) {  // otherwise nothing is accumulated or copied
     const uint64_t elems =
-        add(plan.accumulator_elems, plan.interleaved ? plan.accumulator_elems + kTile * kLanes : 0);
+        add(plan.accumulator_elems, plan.lanes > 1 ? plan.accumulator_elems + kTile * plan.lanes : 0);
     const uint64_t per_thread = align_up(mul(elems, elem));
     plan.scratch_elems = static_cast<int64_t>(std::min<uint64_t>(per_thread / elem, INT64_MAX));
     plan.scratch = take(mul(plan.threads, per_thread));

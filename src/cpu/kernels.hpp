@@ -55,7 +55,7 @@ struct ForwardPlan {
 struct BackwardPlan {
   detail::Problem problem;
   int threads = 1;
-  bool interleaved = false;   // channel blocks stored [pixel][channel] (see kernels.cpp)
+  int lanes = 1;  // channels stored [pixel][lane] in blocks of kLanes or kNarrowLanes; 1 = planes
   int64_t channel_block = 1;  // channels per task
   int64_t accumulator_elems = 0;  // one task's dx accumulators
   int64_t scratch_elems = 0;      // per thread

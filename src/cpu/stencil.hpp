@@ -30,6 +30,29 @@ struct Stencil {
   T mult_x, mult_y;  // d ix / d grid x, d iy / d grid y (0 where not differentiable)
 };
 
+// The bilinear taps of padded source coordinates (ix, iy): split from
+// build_stencil so that kernels can run it in a loop over pixels that the
+// compiler vectorises.
+template <class T>
+inline void bilinear_taps(T ix, T iy, int64_t height, int64_t width, Stencil<T, 4>* s) {
+  auto set = [&](int k, int64_t ty, int64_t tx, T w, T dx, T dy) {
+    s->y[k] = ty;
+    s->x[k] = tx;
+    s->valid[k] = coords::in_bounds(ty, tx, height, width);
+    s->w[k] = w;
+    s->dw_dx[k] = dx;
+    s->dw_dy[k] = dy;
+  };
+  const T fx = std::floor(ix), fy = std::floor(iy);
+  const int64_t x0 = coords::to_index(fx), y0 = coords::to_index(fy);
+  const T west = ix - fx, east = (fx + 1) - ix;
+  const T north = iy - fy, south = (fy + 1) - iy;
+  set(0, y0, x0, south * east, -south, -east);
+  set(1, y0, x0 + 1, south * west, south, -west);
+  set(2, y0 + 1, x0, north * east, -north, east);
+  set(3, y0 + 1, x0 + 1, north * west, north, west);
+}
+
 template <Interpolation M, Padding P, bool kAlign, class T>
 inline void build_stencil(T gx, T gy, int64_t height, int64_t width, Stencil<T, kTaps<M>>* s) {
   auto set = [&](int k, int64_t ty, int64_t tx, T w, T dx, T dy) {
@@ -64,14 +87,7 @@ inline void build_stencil(T gx, T gy, int64_t height, int64_t width, Stencil<T, 
       set(0, coords::to_index(std::nearbyint(iy)), coords::to_index(std::nearbyint(ix)), T(1), T(0),
           T(0));
     } else {
-      const T fx = std::floor(ix), fy = std::floor(iy);
-      const int64_t x0 = coords::to_index(fx), y0 = coords::to_index(fy);
-      const T west = ix - fx, east = (fx + 1) - ix;
-      const T north = iy - fy, south = (fy + 1) - iy;
-      set(0, y0, x0, south * east, -south, -east);
-      set(1, y0, x0 + 1, south * west, south, -west);
-      set(2, y0 + 1, x0, north * east, -north, east);
-      set(3, y0 + 1, x0 + 1, north * west, north, west);
+      bilinear_taps(ix, iy, height, width, s);
     }
   }
 }

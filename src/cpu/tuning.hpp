@@ -13,6 +13,7 @@ namespace gridsampler::cpu {
 
 constexpr int kTile = 64;                             // output pixels per tile
 constexpr int kLanes = 16;                            // channels per interleaved block
+constexpr int kNarrowLanes = 4;                       // ... for 2 to 7 channels
 constexpr std::size_t kGroupBytes = 2 << 20;          // an interleaved task's accumulators (and values)
 constexpr std::size_t kAccumulatorBytes = 256 << 10;  // a planar task's dx accumulators (L2-sized)
 constexpr int64_t kMinTasks = 16;          // below this, split pixels (fixed, not per machine)
