@@ -8,6 +8,32 @@
 #include "gridsampler/gridsampler.hpp"
 
 namespace gridsampler {
+namespace {
+
+// The backward's workspace is kept per calling thread (up to
+// kCachedWorkspaceBytes) and reused: a fresh allocation of megabytes on
+// every call is a fresh set of page faults, which perf showed at ~7% of a
+// 4x32x128x128 backward.
+constexpr std::size_t kCachedWorkspaceBytes = std::size_t{256} << 20;
+
+struct CachedWorkspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  ~CachedWorkspace() { std::free(data); }
+};
+
+void* cached_workspace(std::size_t bytes) {
+  thread_local CachedWorkspace cache;
+  if (cache.bytes < bytes) {
+    std::free(cache.data);
+    cache.bytes = 0;
+    cache.data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (cache.data != nullptr) cache.bytes = bytes;
+  }
+  return cache.data;
+}
+
+}  // namespace
 
 Status grid_sampler_2d(TensorView input, TensorView grid, MutableTensorView output,
                        const Options& options) {
@@ -26,15 +52,20 @@ Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView gr
       !s.ok())
     return s;
   const cpu::BackwardPlan plan = cpu::plan_backward(p);
-  std::unique_ptr<unsigned char, decltype(&std::free)> workspace(nullptr, &std::free);
+  void* workspace = nullptr;
+  std::unique_ptr<unsigned char, decltype(&std::free)> owned(nullptr, &std::free);
   if (plan.workspace_bytes > 0) {
-    workspace.reset(static_cast<unsigned char*>(std::aligned_alloc(64, plan.workspace_bytes)));
-    if (!workspace) {
+    workspace = plan.workspace_bytes <= kCachedWorkspaceBytes ? cached_workspace(plan.workspace_bytes) : nullptr;
+    if (workspace == nullptr) {
+      owned.reset(static_cast<unsigned char*>(std::aligned_alloc(64, plan.workspace_bytes)));
+      workspace = owned.get();
+    }
+    if (workspace == nullptr) {
       return {StatusCode::kInternal,
               "workspace: cannot allocate " + std::to_string(plan.workspace_bytes) + " bytes"};
     }
   }
-  cpu::run_backward(plan, grad, input, grid, dx, dgrid, workspace.get());
+  cpu::run_backward(plan, grad, input, grid, dx, dgrid, workspace);
   return Status::Ok();
 }
 

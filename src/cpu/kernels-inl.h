@@ -63,14 +63,17 @@ struct Tile {
   T mult_y[kTile];
 };
 
-// Stores one pixel's stencil into the tile.
-template <class T, int K>
+// Stores one pixel's stencil into the tile; without kOffsets, only what the
+// interleaved backward reads (accumulator indices and weights).
+template <bool kOffsets, class T, int K>
 inline void put_stencil(const Stencil<T, K>& s, int64_t i, int64_t plane, int64_t in_w,
                         const Shape4& in_strides, Tile<T, K>* t) {
   for (int k = 0; k < K; ++k) {
     const bool ok = s.valid[k];
-    t->valid[k][i] = ok;
-    t->in_off[k][i] = ok ? s.y[k] * in_strides[2] + s.x[k] * in_strides[3] : 0;
+    if constexpr (kOffsets) {
+      t->valid[k][i] = ok;
+      t->in_off[k][i] = ok ? s.y[k] * in_strides[2] + s.x[k] * in_strides[3] : 0;
+    }
     t->acc[k][i] = ok ? s.y[k] * in_w + s.x[k] : plane;
     t->w[k][i] = ok ? s.w[k] : T(0);
     t->dwx[k][i] = ok ? s.dw_dx[k] : T(0);
@@ -78,7 +81,56 @@ inline void put_stencil(const Stencil<T, K>& s, int64_t i, int64_t plane, int64_
   }
 }
 
-template <Interpolation M, Padding P, bool kAlign, class S, class T, int K>
+// The bilinear taps of a tile's padded coordinates, vectorised over pixels
+// with Highway: accumulator indices and weights only (what the interleaved
+// backward reads). The arithmetic is bilinear_taps' (stencil.hpp), with two
+// shortcuts the caller guarantees to be exact: validity is decided on the
+// float coordinates (0 <= floor <= size - 1, exact while Hin and Win are at
+// most 2^24; NaN, infinite and huge coordinates fail it as to_index makes
+// them fail), and indices are formed in int32 (Hin * Win + Win < 2^31).
+inline void bilinear_taps_lanes(const float* ix, const float* iy, int count, int64_t in_h, int64_t in_w,
+                                Tile<float, 4>* t) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto zero = hn::Zero(df), one = hn::Set(df, 1.0f), minus_one = hn::Set(df, -1.0f);
+  const auto x_last = hn::Set(df, static_cast<float>(in_w - 1));
+  const auto x_before_last = hn::Set(df, static_cast<float>(in_w - 2));
+  const auto y_last = hn::Set(df, static_cast<float>(in_h - 1));
+  const auto y_before_last = hn::Set(df, static_cast<float>(in_h - 2));
+  const auto width = hn::Set(di, static_cast<int32_t>(in_w));
+  const auto one_i = hn::Set(di, 1);
+  const auto dummy = hn::Set(di, static_cast<int32_t>(in_h * in_w));
+  alignas(64) int32_t idx[4][kTile];
+  for (int i = 0; i < count; i += n) {
+    const auto x = hn::LoadU(df, ix + i), y = hn::LoadU(df, iy + i);
+    const auto fx = hn::Floor(x), fy = hn::Floor(y);
+    const auto west = x - fx, east = (fx + one) - x;
+    const auto north = y - fy, south = (fy + one) - y;
+    const auto x0 = hn::And(fx >= zero, fx <= x_last), x1 = hn::And(fx >= minus_one, fx <= x_before_last);
+    const auto y0 = hn::And(fy >= zero, fy <= y_last), y1 = hn::And(fy >= minus_one, fy <= y_before_last);
+    // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.
+    const auto xi = hn::ConvertTo(di, hn::IfThenElseZero(hn::Or(x0, x1), fx));
+    const auto yi = hn::ConvertTo(di, hn::IfThenElseZero(hn::Or(y0, y1), fy));
+    const auto base = yi * width + xi;
+    auto put = [&](int k, auto valid, auto index, auto w, auto dx, auto dy) {
+      hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, idx[k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, w), df, t->w[k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, dx), df, t->dwx[k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, dy), df, t->dwy[k] + i);
+    };
+    put(0, hn::And(y0, x0), base, south * east, hn::Neg(south), hn::Neg(east));
+    put(1, hn::And(y0, x1), base + one_i, south * west, south, hn::Neg(west));
+    put(2, hn::And(y1, x0), base + width, north * east, hn::Neg(north), east);
+    put(3, hn::And(y1, x1), base + width + one_i, north * west, north, west);
+  }
+  for (int k = 0; k < 4; ++k) {
+    for (int i = 0; i < count; ++i) t->acc[k][i] = idx[k][i];
+  }
+}
+
+template <Interpolation M, Padding P, bool kAlign, bool kOffsets, class S, class T, int K>
 void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strides, int64_t n,
                int64_t p0, int64_t count, Tile<T, K>* t, const Shape4& in_strides) {
   const S* gr = static_cast<const S*>(grid.data) + n * grid.strides[0];
@@ -126,10 +178,21 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
       ix[i] = coords::source_index<P>(gx[i], p.in_w, kAlign, &t->mult_x[i]);
       iy[i] = coords::source_index<P>(gy[i], p.in_h, kAlign, &t->mult_y[i]);
     }
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (!kOffsets && std::is_same_v<T, float>) {
+      constexpr int64_t kExact = int64_t{1} << 24;
+      if (p.in_w <= kExact && p.in_h <= kExact && plane + p.in_w < (int64_t{1} << 31)) {
+        std::fill(ix + count, ix + kTile, T(0));
+        std::fill(iy + count, iy + kTile, T(0));
+        bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
+        return;
+      }
+    }
+#endif
     for (int64_t i = 0; i < count; ++i) {
       Stencil<T, K> s;
       bilinear_taps(ix[i], iy[i], p.in_h, p.in_w, &s);
-      put_stencil(s, i, plane, p.in_w, in_strides, t);
+      put_stencil<kOffsets>(s, i, plane, p.in_w, in_strides, t);
     }
   } else {
     for (int64_t i = 0; i < count; ++i) {
@@ -137,7 +200,7 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
       build_stencil<M, P, kAlign>(gx[i], gy[i], p.in_h, p.in_w, &s);
       t->mult_x[i] = s.mult_x;
       t->mult_y[i] = s.mult_y;
-      put_stencil(s, i, plane, p.in_w, in_strides, t);
+      put_stencil<kOffsets>(s, i, plane, p.in_w, in_strides, t);
     }
   }
 }
@@ -164,7 +227,7 @@ void forward(const Problem& p, int threads, const TensorView& input, const Tenso
       const int64_t n = task / tiles;
       const int64_t p0 = (task % tiles) * kTile;
       const int64_t count = std::min<int64_t>(kTile, pixels - p0);
-      fill_tile<M, P, kAlign, S>(p, grid, os, n, p0, count, tile.get(), is);
+      fill_tile<M, P, kAlign, true, S>(p, grid, os, n, p0, count, tile.get(), is);
       const Tile<T, K>& t = *tile;
       for (int64_t c = 0; c < p.c; ++c) {
         const S* ip = in + n * is[0] + c * is[1];
@@ -473,7 +536,8 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
         }
       }
       for (int64_t p0 = p_begin; p0 < p_end; p0 += kTile) {
-        fill_tile<M, P, kAlign, S>(p, grid, gs, n, p0, std::min<int64_t>(kTile, p_end - p0), tile.get(), is);
+        fill_tile<M, P, kAlign, !kInterleaved, S>(p, grid, gs, n, p0, std::min<int64_t>(kTile, p_end - p0),
+                                                  tile.get(), is);
         const Tile<T, K>& t = *tile;
         std::fill_n(gx, kTile, T(0));
         std::fill_n(gy, kTile, T(0));
