@@ -130,6 +130,33 @@ inline void bilinear_taps_lanes(const float* ix, const float* iy, int count, int
   }
 }
 
+// The nearest taps likewise (the same shortcuts; rounding half to even like
+// nearbyint).
+inline void nearest_taps_lanes(const float* ix, const float* iy, int count, int64_t in_h, int64_t in_w,
+                               Tile<float, 1>* t) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto zero = hn::Zero(df), one = hn::Set(df, 1.0f);
+  const auto x_last = hn::Set(df, static_cast<float>(in_w - 1));
+  const auto y_last = hn::Set(df, static_cast<float>(in_h - 1));
+  const auto width = hn::Set(di, static_cast<int32_t>(in_w));
+  const auto dummy = hn::Set(di, static_cast<int32_t>(in_h * in_w));
+  alignas(64) int32_t idx[kTile];
+  for (int i = 0; i < count; i += n) {
+    const auto rx = hn::Round(hn::LoadU(df, ix + i)), ry = hn::Round(hn::LoadU(df, iy + i));
+    const auto valid = hn::And(hn::And(rx >= zero, rx <= x_last), hn::And(ry >= zero, ry <= y_last));
+    const auto xi = hn::ConvertTo(di, hn::IfThenElseZero(valid, rx));
+    const auto yi = hn::ConvertTo(di, hn::IfThenElseZero(valid, ry));
+    hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), yi * width + xi, dummy), di, idx + i);
+    hn::StoreU(hn::IfThenElseZero(valid, one), df, t->w[0] + i);
+    hn::StoreU(zero, df, t->dwx[0] + i);
+    hn::StoreU(zero, df, t->dwy[0] + i);
+  }
+  for (int i = 0; i < count; ++i) t->acc[0][i] = idx[i];
+}
+
 template <Interpolation M, Padding P, bool kAlign, bool kOffsets, class S, class T, int K>
 void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strides, int64_t n,
                int64_t p0, int64_t count, Tile<T, K>* t, const Shape4& in_strides) {
@@ -170,7 +197,7 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
       t->out_off[i] = h * out_strides[2] + w * out_strides[3];
     }
   }
-  if constexpr (M == Interpolation::kBilinear) {
+  if constexpr (M != Interpolation::kBicubic) {
     // Two loops: the padding policy per pixel, then the taps of the padded
     // coordinates in a loop without calls or branches.
     T ix[kTile], iy[kTile];
@@ -184,14 +211,22 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
       if (p.in_w <= kExact && p.in_h <= kExact && plane + p.in_w < (int64_t{1} << 31)) {
         std::fill(ix + count, ix + kTile, T(0));
         std::fill(iy + count, iy + kTile, T(0));
-        bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
+        if constexpr (M == Interpolation::kBilinear) {
+          bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
+        } else {
+          nearest_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
+        }
         return;
       }
     }
 #endif
     for (int64_t i = 0; i < count; ++i) {
       Stencil<T, K> s;
-      bilinear_taps(ix[i], iy[i], p.in_h, p.in_w, &s);
+      if constexpr (M == Interpolation::kBilinear) {
+        bilinear_taps(ix[i], iy[i], p.in_h, p.in_w, &s);
+      } else {
+        nearest_tap(ix[i], iy[i], p.in_h, p.in_w, &s);
+      }
       put_stencil<kOffsets>(s, i, plane, p.in_w, in_strides, t);
     }
   } else {

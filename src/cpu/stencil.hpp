@@ -53,6 +53,18 @@ inline void bilinear_taps(T ix, T iy, int64_t height, int64_t width, Stencil<T, 
   set(3, y0 + 1, x0 + 1, north * west, north, west);
 }
 
+// The nearest tap (ties to even, as PyTorch's nearbyint) of padded source
+// coordinates, likewise split from build_stencil.
+template <class T>
+inline void nearest_tap(T ix, T iy, int64_t height, int64_t width, Stencil<T, 1>* s) {
+  s->y[0] = coords::to_index(std::nearbyint(iy));
+  s->x[0] = coords::to_index(std::nearbyint(ix));
+  s->valid[0] = coords::in_bounds(s->y[0], s->x[0], height, width);
+  s->w[0] = T(1);
+  s->dw_dx[0] = T(0);
+  s->dw_dy[0] = T(0);
+}
+
 template <Interpolation M, Padding P, bool kAlign, class T>
 inline void build_stencil(T gx, T gy, int64_t height, int64_t width, Stencil<T, kTaps<M>>* s) {
   auto set = [&](int k, int64_t ty, int64_t tx, T w, T dx, T dy) {
@@ -84,8 +96,7 @@ inline void build_stencil(T gx, T gy, int64_t height, int64_t width, Stencil<T, 
     const T ix = coords::source_index<P>(gx, width, kAlign, &s->mult_x);
     const T iy = coords::source_index<P>(gy, height, kAlign, &s->mult_y);
     if constexpr (M == Interpolation::kNearest) {
-      set(0, coords::to_index(std::nearbyint(iy)), coords::to_index(std::nearbyint(ix)), T(1), T(0),
-          T(0));
+      nearest_tap(ix, iy, height, width, s);
     } else {
       bilinear_taps(ix, iy, height, width, s);
     }
