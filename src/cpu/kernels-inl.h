@@ -334,7 +334,7 @@ inline void backward_channel(const Tile<T, K>& t, const S* __restrict gp, const 
 // plain loops in the shape compilers vectorise for every target: an
 // interleaving store of L rows read contiguously, and its inverse
 // through an L x L block in registers (GCC turns both into
-// vpermt2ps on AVX-512, unpack/permute sequences on AVX2 and SSE4). Highway
+// vpermt2ps on AVX-512, unpack/permute sequences on AVX2). Highway
 // has no transpose; hand-written shuffles per target would be the only
 // alternative.
 

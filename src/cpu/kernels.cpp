@@ -78,7 +78,7 @@ int resolve_threads(const Problem& p) {
   return p.options.num_threads > 0 ? p.options.num_threads : omp_get_max_threads();
 }
 
-// GRIDSAMPLER_SIMD_TARGET=<name> (AVX3, AVX2, SSE4, ...) restricts the
+// GRIDSAMPLER_SIMD_TARGET=<name> (AVX3, AVX2, SCALAR, ...) restricts the
 // choice to that target when the library is first used (for benchmarks and
 // tools like valgrind that lack some instruction sets).
 void apply_environment() {

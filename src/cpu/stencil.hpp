@@ -30,18 +30,25 @@ struct Stencil {
   T mult_x, mult_y;  // d ix / d grid x, d iy / d grid y (0 where not differentiable)
 };
 
+// Tap k of a stencil: pixel (ty, tx), valid when inside the image.
+template <class T, int K>
+inline void set_tap(Stencil<T, K>* s, int k, int64_t ty, int64_t tx, int64_t height, int64_t width, T w,
+                    T dx, T dy) {
+  s->y[k] = ty;
+  s->x[k] = tx;
+  s->valid[k] = coords::in_bounds(ty, tx, height, width);
+  s->w[k] = w;
+  s->dw_dx[k] = dx;
+  s->dw_dy[k] = dy;
+}
+
 // The bilinear taps of padded source coordinates (ix, iy): split from
 // build_stencil so that kernels can run it in a loop over pixels that the
 // compiler vectorises.
 template <class T>
 inline void bilinear_taps(T ix, T iy, int64_t height, int64_t width, Stencil<T, 4>* s) {
   auto set = [&](int k, int64_t ty, int64_t tx, T w, T dx, T dy) {
-    s->y[k] = ty;
-    s->x[k] = tx;
-    s->valid[k] = coords::in_bounds(ty, tx, height, width);
-    s->w[k] = w;
-    s->dw_dx[k] = dx;
-    s->dw_dy[k] = dy;
+    set_tap(s, k, ty, tx, height, width, w, dx, dy);
   };
   const T fx = std::floor(ix), fy = std::floor(iy);
   const int64_t x0 = coords::to_index(fx), y0 = coords::to_index(fy);
@@ -57,23 +64,14 @@ inline void bilinear_taps(T ix, T iy, int64_t height, int64_t width, Stencil<T, 
 // coordinates, likewise split from build_stencil.
 template <class T>
 inline void nearest_tap(T ix, T iy, int64_t height, int64_t width, Stencil<T, 1>* s) {
-  s->y[0] = coords::to_index(std::nearbyint(iy));
-  s->x[0] = coords::to_index(std::nearbyint(ix));
-  s->valid[0] = coords::in_bounds(s->y[0], s->x[0], height, width);
-  s->w[0] = T(1);
-  s->dw_dx[0] = T(0);
-  s->dw_dy[0] = T(0);
+  set_tap(s, 0, coords::to_index(std::nearbyint(iy)), coords::to_index(std::nearbyint(ix)), height, width,
+          T(1), T(0), T(0));
 }
 
 template <Interpolation M, Padding P, bool kAlign, class T>
 inline void build_stencil(T gx, T gy, int64_t height, int64_t width, Stencil<T, kTaps<M>>* s) {
   auto set = [&](int k, int64_t ty, int64_t tx, T w, T dx, T dy) {
-    s->y[k] = ty;
-    s->x[k] = tx;
-    s->valid[k] = coords::in_bounds(ty, tx, height, width);
-    s->w[k] = w;
-    s->dw_dx[k] = dx;
-    s->dw_dy[k] = dy;
+    set_tap(s, k, ty, tx, height, width, w, dx, dy);
   };
   if constexpr (M == Interpolation::kBicubic) {
     const T ix = coords::bicubic_source<P>(gx, width, kAlign, &s->mult_x);
