@@ -49,6 +49,31 @@ TEST(Half, SingleRoundingFromDouble) {
   EXPECT_EQ(b.bits, 0x3f81);
 }
 
+// The fast float path (bit tricks) against the double path, on the floats
+// where rounding is decided: every half, its float neighbours, and every
+// midpoint between consecutive halves (ties) and its neighbours, both signs,
+// up to the overflow threshold 65520 and beyond.
+TEST(Half, FloatPathMatchesDoublePathAtEveryTie) {
+  for (uint32_t b = 0; b < 0x7c00; ++b) {
+    const float lo = static_cast<float>(half_to_double(Half{static_cast<uint16_t>(b)}));
+    const float hi = b + 1 == 0x7c00 ? 65536.0f : static_cast<float>(half_to_double(Half{static_cast<uint16_t>(b + 1)}));
+    const float mid = lo + (hi - lo) / 2;  // exact: halves have 11 significant bits
+    for (float f : {lo, mid, hi}) {
+      for (float g : {f, std::nextafter(f, 0.0f), std::nextafter(f, INFINITY)}) {
+        for (float v : {g, -g}) {
+          ASSERT_EQ(half_from_float(v).bits, half_from_double(v).bits) << v << " near half " << b;
+          EXPECT_EQ(half_to_float(Half{static_cast<uint16_t>(b)}), lo);
+        }
+      }
+    }
+  }
+  for (float v : {65504.0f, 65519.996f, 65520.0f, 1e10f, INFINITY, -INFINITY, 0x1p-25f, 0x1p-24f, 0x1.8p-25f}) {
+    EXPECT_EQ(half_from_float(v).bits, half_from_double(v).bits) << v;
+  }
+  EXPECT_TRUE(std::isnan(half_to_float(half_from_float(NAN))));
+  EXPECT_EQ(half_from_float(NAN).bits & 0x7fffu, 0x7e00u);
+}
+
 #if defined(__FLT16_MAX__) && !defined(__clang__)
 TEST(Half, MatchesCompilerFloat16OnRandomFloats) {
   std::mt19937 rng(1);

@@ -33,7 +33,10 @@ template <class S> inline compute_t<S> load(const S& v) {
 
 // Round a value once to the storage type (to nearest even).
 template <class S, class V> inline S store(V v) {
-  if constexpr (std::is_same_v<S, Half>) return half_from_double(static_cast<double>(v));
+  if constexpr (std::is_same_v<S, Half>) {
+    if constexpr (std::is_same_v<V, float>) return half_from_float(v);
+    else return half_from_double(static_cast<double>(v));
+  }
   else if constexpr (std::is_same_v<S, BFloat16>) {
     if constexpr (std::is_same_v<V, float>) return bfloat16_from_float(v);
     else return bfloat16_from_double(static_cast<double>(v));

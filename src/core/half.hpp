@@ -73,9 +73,58 @@ inline double bits_to_double(uint16_t bits) {
 }  // namespace detail
 
 inline Half half_from_double(double v) { return {detail::round_to_bits<10, 15, 0x7e00>(v)}; }
-inline Half half_from_float(float v) { return half_from_double(v); }
 inline double half_to_double(Half h) { return detail::bits_to_double<10, 15>(h.bits); }
-inline float half_to_float(Half h) { return static_cast<float>(half_to_double(h)); }
+
+// float <-> float16 on the bits, without library calls (the kernels convert
+// every element they load or store; the double-based versions above cost
+// ~15x the whole float32 backward). Both are exact: float -> half rounds to
+// nearest even once, exactly as half_from_double(double(v)) does, since
+// float -> double is exact (half_test checks every half and random floats
+// against the compiler's _Float16).
+inline Half half_from_float(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  u &= 0x7fffffffu;
+  if (u >= 0x7f800000u) return {static_cast<uint16_t>(sign | (u > 0x7f800000u ? 0x7e00u : 0x7c00u))};
+  if (u >= 0x477ff000u) return {static_cast<uint16_t>(sign | 0x7c00u)};  // >= 65520 rounds to infinity
+  if (u < 0x38800000u) {
+    // Below 2^-14: a multiple of 2^-24. Adding 0.5 (whose ulp is 2^-24)
+    // rounds it to nearest even; the bits above 0.5's are the result.
+    float a;
+    std::memcpy(&a, &u, sizeof a);
+    const float shifted = a + 0.5f;
+    uint32_t b;
+    std::memcpy(&b, &shifted, sizeof b);
+    return {static_cast<uint16_t>(sign | (b - 0x3f000000u))};
+  }
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits to
+  // nearest even; a carry moves into the exponent as it should.
+  const uint32_t odd = (u >> 13) & 1u;
+  u += 0xc8000fffu + odd;
+  return {static_cast<uint16_t>(sign | (u >> 13))};
+}
+
+inline float half_to_float(Half h) {
+  // Selects instead of branches, so that loops of it vectorise.
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  const uint32_t em = static_cast<uint32_t>(h.bits & 0x7fffu) << 13;  // exponent and fraction in place
+  const uint32_t exp = em & 0x0f800000u;
+  const uint32_t normal = em + (112u << 23);  // rebias 15 -> 127
+  // Infinity stays infinite; a NaN becomes a quiet NaN.
+  const uint32_t special = (em + (224u << 23)) | ((em & 0x007fffffu) != 0 ? 0x00400000u : 0u);
+  // Zero or subnormal: 1.fraction x 2^-14 minus 2^-14, exact.
+  float sub_f;
+  const uint32_t sub_bits = em + (113u << 23);
+  std::memcpy(&sub_f, &sub_bits, sizeof sub_f);
+  sub_f -= 0x1p-14f;
+  uint32_t sub;
+  std::memcpy(&sub, &sub_f, sizeof sub);
+  const uint32_t u = sign | (exp == 0 ? sub : exp == 0x0f800000u ? special : normal);
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 
 inline BFloat16 bfloat16_from_double(double v) {
   return {detail::round_to_bits<7, 127, 0x7fc0>(v)};
