@@ -25,6 +25,7 @@
 #include "cpu/kernels.hpp"
 #include "cpu/stencil.hpp"
 #include "cpu/tuning.hpp"
+#include "hwy/cache_control.h"
 
 // Per-target part: re-included once for every target.
 #if defined(GRIDSAMPLER_CPU_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -338,21 +339,32 @@ inline void backward_channel(const Tile<T, K>& t, const S* __restrict gp, const 
 // has no transpose; hand-written shuffles per target would be the only
 // alternative.
 
-// dst[q][j] = src[j * row_stride + q] for the L rows j and q < n,
-// widened to T.
+// dst[q][j] = src[j * row_stride + q] for the first `rows` (1 to L) rows j
+// and q < n, widened to T; lanes from `rows` on are zero.
 template <int L, class S, class T>
-inline void interleave_rows(const S* src, int64_t row_stride, int64_t n, T* __restrict dst) {
-  const S* __restrict rows[L];
-  for (int j = 0; j < L; ++j) rows[j] = src + j * row_stride;
-  for (int64_t q = 0; q < n; ++q) {
+inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t n, T* __restrict dst) {
+  const S* __restrict from[L];
+  for (int j = 0; j < L; ++j) from[j] = src + std::min(j, rows - 1) * row_stride;
+  if (rows == L) {
+    for (int64_t q = 0; q < n; ++q) {
 #pragma GCC unroll 16
-    for (int j = 0; j < L; ++j) dst[q * L + j] = load(rows[j][q]);
+      for (int j = 0; j < L; ++j) dst[q * L + j] = load(from[j][q]);
+    }
+  } else {  // the same with a select (read from a real row, then dropped)
+    for (int64_t q = 0; q < n; ++q) {
+#pragma GCC unroll 16
+      for (int j = 0; j < L; ++j) {
+        const T v = load(from[j][q]);
+        dst[q * L + j] = j < rows ? v : T(0);
+      }
+    }
   }
 }
 
-// dst[j * row_stride + q] = src[q][j], the inverse, rounded to S.
+// dst[j * row_stride + q] = src[q][j] for the first `rows` lanes j, the
+// inverse, rounded to S.
 template <int L, class S, class T>
-inline void deinterleave_rows(const T* __restrict src, int64_t n, S* dst, int64_t row_stride) {
+inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* dst, int64_t row_stride) {
   int64_t q0 = 0;
   for (; q0 + L <= n; q0 += L) {
     T t[L][L];
@@ -360,13 +372,13 @@ inline void deinterleave_rows(const T* __restrict src, int64_t n, S* dst, int64_
 #pragma GCC unroll 16
       for (int j = 0; j < L; ++j) t[j][i] = src[(q0 + i) * L + j];
     }
-    for (int j = 0; j < L; ++j) {
+    for (int j = 0; j < rows; ++j) {
       S* __restrict d = dst + j * row_stride + q0;
       for (int i = 0; i < L; ++i) d[i] = store<S>(t[j][i]);
     }
   }
   for (; q0 < n; ++q0) {
-    for (int j = 0; j < L; ++j) dst[j * row_stride + q0] = store<S>(src[q0 * L + j]);
+    for (int j = 0; j < rows; ++j) dst[j * row_stride + q0] = store<S>(src[q0 * L + j]);
   }
 }
 
@@ -382,8 +394,23 @@ inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T*
   constexpr int N = static_cast<int>(hn::MaxLanes(D()));
   constexpr int V = L / N;
   static_assert(V * N == L);
+  constexpr int kPrefetch = 8;
   using Vec = hn::Vec<D>;
+  // Four lanes in one vector: their per-pixel sums are kept and added up
+  // for the whole tile afterwards (a lane sum per pixel costs more than
+  // the pixel's taps).
+  constexpr bool kBatchSums = L == 4 && N == 4;
+  alignas(64) T lane_x[kBatchSums ? kTile * L : 1], lane_y[kBatchSums ? kTile * L : 1];
   for (int i = 0; i < t.count; ++i) {
+    // The taps of a pixel kPrefetch ahead, whose lines are likely not in L1
+    // (or L2) when the grid jumps about.
+    if (i + kPrefetch < t.count) {
+      for (int k = 0; k < K; k += (K == 16 ? 4 : 1)) {
+        const int64_t q = t.acc[k][i + kPrefetch];
+        if constexpr (kDx) hwy::Prefetch(acc + q * L);
+        if constexpr (kDgrid) hwy::Prefetch(xin + q * L);
+      }
+    }
     const T* __restrict g = gt + i * L;
     Vec gv[V], sx[V], sy[V];
     for (int v = 0; v < V; ++v) {
@@ -415,9 +442,34 @@ inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T*
         tx = hn::MulAdd(sx[v], gv[v], tx);
         ty = hn::MulAdd(sy[v], gv[v], ty);
       }
-      gx[i] += hn::GetLane(hn::SumOfLanes(d, tx));
-      gy[i] += hn::GetLane(hn::SumOfLanes(d, ty));
+      if constexpr (kBatchSums) {
+        hn::Store(tx, d, lane_x + i * L);
+        hn::Store(ty, d, lane_y + i * L);
+      } else {
+        gx[i] += hn::GetLane(hn::SumOfLanes(d, tx));
+        gy[i] += hn::GetLane(hn::SumOfLanes(d, ty));
+      }
     }
+  }
+  if constexpr (kDgrid && kBatchSums) {
+    // The four lanes of many pixels at once: (l0 + l1) + (l2 + l3), the same
+    // order in the vector loop and the tail.
+    const hn::ScalableTag<T> dw;
+    const int nw = static_cast<int>(hn::Lanes(dw));
+    auto add_sums = [&](const T* lanes, T* out) {
+      int i = 0;
+      for (; i + nw <= t.count; i += nw) {
+        hn::Vec<decltype(dw)> l0, l1, l2, l3;
+        hn::LoadInterleaved4(dw, lanes + i * 4, l0, l1, l2, l3);
+        hn::StoreU(hn::Add(hn::LoadU(dw, out + i), hn::Add(hn::Add(l0, l1), hn::Add(l2, l3))), dw, out + i);
+      }
+      for (; i < t.count; ++i) {
+        const T* l = lanes + i * 4;
+        out[i] += (l[0] + l[1]) + (l[2] + l[3]);
+      }
+    };
+    add_sums(lane_x, gx);
+    add_sums(lane_y, gy);
   }
 }
 
@@ -454,70 +506,72 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
   const int64_t sub = slot * L;
   auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + L - 1) / L; };
 
-  // Writes the accumulators of channels [c0, c1) of image n to dx.
-  auto store_dx_planes = [&](int64_t n, int64_t c0, int64_t c1, const T* a, int64_t step) {
+  // Calls f(q, y, x) for the input pixels q = y * Win + x in [q0, q1).
+  auto for_pixels = [&](int64_t q0, int64_t q1, auto&& f) {
+    int64_t y = q0 / p.in_w, x = q0 % p.in_w;
+    for (int64_t q = q0; q < q1; ++q) {
+      f(q, y, x);
+      if (++x == p.in_w) {
+        x = 0;
+        ++y;
+      }
+    }
+  };
+  // Writes pixels [q0, q1) of the accumulators of channels [c0, c1) of
+  // image n to dx (`step` apart: 1 for planes, L for one lane of a block).
+  auto store_dx_planes = [&](int64_t n, int64_t c0, int64_t c1, const T* a, int64_t step, int64_t q0,
+                             int64_t q1) {
     for (int64_t c = c0; c < c1; ++c) {
       S* d = dxp + n * ds[0] + c * ds[1];
       const T* __restrict src = a + (c - c0) * (step == 1 ? slot : 1);
       if (ds[3] == 1 && ds[2] == p.in_w) {  // a dense plane: one flat loop
-        for (int64_t q = 0; q < plane; ++q) d[q] = store<S>(src[q * step]);
+        for (int64_t q = q0; q < q1; ++q) d[q] = store<S>(src[q * step]);
       } else {
-        for (int64_t y = 0; y < p.in_h; ++y) {
-          S* row = d + y * ds[2];
-          const T* in_row = src + y * p.in_w * step;
-          for (int64_t x = 0; x < p.in_w; ++x) row[x * ds[3]] = store<S>(in_row[x * step]);
-        }
+        for_pixels(q0, q1, [&](int64_t q, int64_t y, int64_t x) { d[y * ds[2] + x * ds[3]] = store<S>(src[q * step]); });
       }
     }
   };
-  auto store_dx = [&](int64_t n, int64_t c0, int64_t c1, const T* a) {
+  auto store_dx = [&](int64_t n, int64_t c0, int64_t c1, const T* a, int64_t q0, int64_t q1) {
     if constexpr (!kInterleaved) {
-      store_dx_planes(n, c0, c1, a, 1);
+      store_dx_planes(n, c0, c1, a, 1, q0, q1);
     } else {
       for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
         const int64_t s0 = c0 + b * L, s1 = std::min(c1, s0 + L);
         const T* ab = a + b * sub;
         S* d = dxp + n * ds[0] + s0 * ds[1];
-        if (s1 - s0 == L && ds[3] == 1 && ds[2] == p.in_w) {  // dense planes
-          deinterleave_rows<L>(ab, plane, d, ds[1]);
+        if (ds[3] == 1 && ds[2] == p.in_w) {  // dense planes
+          deinterleave_rows<L>(ab + q0 * L, static_cast<int>(s1 - s0), q1 - q0, d + q0, ds[1]);
         } else if (ds[1] == 1) {  // channels contiguous (channels-last)
-          for (int64_t y = 0; y < p.in_h; ++y) {
-            for (int64_t x = 0; x < p.in_w; ++x) {
-              S* __restrict px = d + y * ds[2] + x * ds[3];
-              const T* __restrict src = ab + (y * p.in_w + x) * L;
-              for (int64_t j = 0; j < s1 - s0; ++j) px[j] = store<S>(src[j]);
-            }
-          }
+          for_pixels(q0, q1, [&](int64_t q, int64_t y, int64_t x) {
+            S* __restrict px = d + y * ds[2] + x * ds[3];
+            const T* __restrict src = ab + q * L;
+            for (int64_t j = 0; j < s1 - s0; ++j) px[j] = store<S>(src[j]);
+          });
         } else {
-          store_dx_planes(n, s0, s1, ab, L);
+          store_dx_planes(n, s0, s1, ab, L, q0, q1);
         }
       }
     }
   };
-  // Copies the input channels [s0, s1) (at most L) of image n into xb
-  // as [pixel][lane], zero in unused lanes and in the dummy slot.
-  auto load_values = [&](int64_t n, int64_t s0, int64_t s1, T* __restrict xb) {
+  // Copies pixels [q0, q1) of the input channels [s0, s1) (at most L) of
+  // image n into xb as [pixel][lane], zero in unused lanes, and (with the
+  // last pixel) zeroes the dummy slot.
+  auto load_values = [&](int64_t n, int64_t s0, int64_t s1, T* __restrict xb, int64_t q0, int64_t q1) {
     const S* ib = in + n * is[0] + s0 * is[1];
-    std::fill_n(xb + plane * L, L, T(0));  // the dummy slot
-    if (s1 - s0 == L && is[3] == 1 && is[2] == p.in_w) {  // dense planes
-      interleave_rows<L>(ib, is[1], plane, xb);
+    if (q1 == plane) std::fill_n(xb + plane * L, L, T(0));
+    if (is[3] == 1 && is[2] == p.in_w) {  // dense planes
+      interleave_rows<L>(ib + q0, is[1], static_cast<int>(s1 - s0), q1 - q0, xb + q0 * L);
     } else if (is[1] == 1) {  // channels contiguous (channels-last)
-      for (int64_t y = 0; y < p.in_h; ++y) {
-        for (int64_t x = 0; x < p.in_w; ++x) {
-          const S* __restrict px = ib + y * is[2] + x * is[3];
-          T* __restrict dst = xb + (y * p.in_w + x) * L;
-          for (int j = 0; j < L; ++j) dst[j] = j < s1 - s0 ? load(px[j]) : T(0);
-        }
-      }
+      for_pixels(q0, q1, [&](int64_t q, int64_t y, int64_t x) {
+        const S* __restrict px = ib + y * is[2] + x * is[3];
+        T* __restrict dst = xb + q * L;
+        for (int j = 0; j < L; ++j) dst[j] = j < s1 - s0 ? load(px[j]) : T(0);
+      });
     } else {
-      std::fill_n(xb, plane * L, T(0));
+      std::fill_n(xb + q0 * L, (q1 - q0) * L, T(0));
       for (int64_t c = s0; c < s1; ++c) {
         const S* ip = ib + (c - s0) * is[1];
-        for (int64_t y = 0; y < p.in_h; ++y) {
-          const S* row = ip + y * is[2];
-          T* out_row = xb + y * p.in_w * L + (c - s0);
-          for (int64_t x = 0; x < p.in_w; ++x) out_row[x * L] = load(row[x * is[3]]);
-        }
+        for_pixels(q0, q1, [&](int64_t q, int64_t y, int64_t x) { xb[q * L + (c - s0)] = load(ip[y * is[2] + x * is[3]]); });
       }
     }
   };
@@ -525,8 +579,8 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
   // zero in unused lanes.
   auto load_grad = [&](int64_t n, int64_t s0, int64_t s1, const Tile<T, K>& t, int64_t p0, T* __restrict gt) {
     const S* gb = go + n * gs[0] + s0 * gs[1];
-    if (s1 - s0 == L && gs[3] == 1 && gs[2] == p.out_w) {  // dense planes: a run of pixels
-      interleave_rows<L>(gb + p0, gs[1], t.count, gt);
+    if (gs[3] == 1 && gs[2] == p.out_w) {  // dense planes: a run of pixels
+      interleave_rows<L>(gb + p0, gs[1], static_cast<int>(s1 - s0), t.count, gt);
       return;
     }
     std::fill_n(gt, kTile * L, T(0));
@@ -542,16 +596,39 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
     }
   };
 
+  // When an (n, block)'s pixels are split into chunks, its input values are
+  // copied once (by `chunks` tasks, a range of pixels each) into the
+  // workspace and shared by the chunks; the chunks' dx partials are summed
+  // and written out by ranges of pixels too.
+  const bool shared_values = kInterleaved && need_values && chunks > 1;
+  T* values = reinterpret_cast<T*>(ws + plan.values);
+  const int64_t span = ((plane + chunks - 1) / chunks + kLanes - 1) / kLanes * kLanes;
+
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K>>();
     T gx[kTile], gy[kTile];
     // This thread's scratch: accumulators (when tasks own whole planes) and,
-    // interleaved, the block's input values and a grad tile.
+    // interleaved, the block's input values (unless shared) and a grad tile.
     T* my_scratch = scratch + static_cast<int64_t>(omp_get_thread_num()) * plan.scratch_elems;
+    // (The planner sizes it alike: see plan_backward.)
     T* my_acc = my_scratch;
-    T* xin = kInterleaved ? my_scratch + acc_elems : nullptr;
-    T* gt = kInterleaved ? xin + sub * (cb_size / L) : nullptr;
+    T* xin = kInterleaved ? my_scratch + (want_dx && chunks == 1 ? acc_elems : 0) : nullptr;
+    T* gt = kInterleaved ? xin + (need_values && !shared_values ? acc_elems : 0) : nullptr;
+
+    if (shared_values) {
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
+        const int64_t nb = task / chunks, n = nb / blocks;
+        const int64_t c0 = (nb % blocks) * cb_size, c1 = std::min(p.c, c0 + cb_size);
+        const int64_t q0 = (task % chunks) * span, q1 = std::min(plane, q0 + span);
+        if (q0 >= q1) continue;
+        for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
+          load_values(n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), values + nb * acc_elems + b * sub, q0, q1);
+        }
+      }
+    }
+
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
       const int64_t n = task / (blocks * chunks);
@@ -563,10 +640,11 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
                : chunks == 1 ? my_acc
                              : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
       if (want_dx) std::fill_n(acc, acc_elems, T(0));
+      const T* block_values = shared_values ? values + (n * blocks + block) * acc_elems : xin;
       if constexpr (kInterleaved) {
-        if (need_values) {
+        if (need_values && !shared_values) {
           for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
-            load_values(n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), xin + b * sub);
+            load_values(n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), xin + b * sub, 0, plane);
           }
         }
       }
@@ -581,7 +659,7 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
           for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
             load_grad(n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), t, p0, gt);
             T* ab = want_dx ? acc + b * sub : nullptr;
-            const T* xb = xin + b * sub;
+            const T* xb = block_values + b * sub;
             if (want_dx && need_values) {
               backward_lanes<L, S, T, K, true, true>(t, gt, xb, ab, gx, gy);
             } else if (want_dx) {
@@ -604,58 +682,74 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
             }
           }
         }
-        if (want_dgrid) {
+        if (want_dgrid && blocks == 1) {
+          int64_t h = p0 / p.out_w, w = p0 % p.out_w;
           for (int i = 0; i < t.count; ++i) {
-            const int64_t q = p0 + i;
-            if (blocks == 1) {
-              S* d = dgp + n * dgs[0] + (q / p.out_w) * dgs[1] + (q % p.out_w) * dgs[2];
-              d[0] = store<S>(t.mult_x[i] * gx[i]);
-              d[dgs[3]] = store<S>(t.mult_y[i] * gy[i]);
-            } else {
-              // Partial sums, and (from block 0) the multipliers, per pixel.
-              T* part_sum = dg_partials + ((n * (blocks + 1) + block + 1) * pixels + q) * 2;
-              part_sum[0] = gx[i];
-              part_sum[1] = gy[i];
-              if (block == 0) {
-                T* mult = dg_partials + (n * (blocks + 1) * pixels + q) * 2;
-                mult[0] = t.mult_x[i];
-                mult[1] = t.mult_y[i];
-              }
+            S* d = dgp + n * dgs[0] + h * dgs[1] + w * dgs[2];
+            d[0] = store<S>(t.mult_x[i] * gx[i]);
+            d[dgs[3]] = store<S>(t.mult_y[i] * gy[i]);
+            if (++w == p.out_w) {
+              w = 0;
+              ++h;
+            }
+          }
+        } else if (want_dgrid) {
+          // Partial sums, and (from block 0) the multipliers, per pixel.
+          T* part_sum = dg_partials + ((n * (blocks + 1) + block + 1) * pixels + p0) * 2;
+          T* mult = dg_partials + (n * (blocks + 1) * pixels + p0) * 2;
+          for (int i = 0; i < t.count; ++i) {
+            part_sum[2 * i] = gx[i];
+            part_sum[2 * i + 1] = gy[i];
+            if (block == 0) {
+              mult[2 * i] = t.mult_x[i];
+              mult[2 * i + 1] = t.mult_y[i];
             }
           }
         }
       }
-      if (want_dx && chunks == 1) store_dx(n, c0, c1, acc);
+      if (want_dx && chunks == 1) store_dx(n, c0, c1, acc, 0, plane);
     }
 
     // Fixed-order sums of what spans tasks (the barrier of `omp for` above
     // has made every partial visible).
     if (want_dx && chunks > 1) {
 #pragma omp for schedule(static)
-      for (int64_t nb = 0; nb < p.n * blocks; ++nb) {
-        const T* first = dx_partials + nb * chunks * acc_elems;
-        std::copy_n(first, acc_elems, my_acc);
-        for (int64_t part = 1; part < chunks; ++part) {
-          const T* a = first + part * acc_elems;
-          for (int64_t e = 0; e < acc_elems; ++e) my_acc[e] += a[e];
+      for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
+        const int64_t nb = task / chunks;
+        const int64_t q0 = (task % chunks) * span, q1 = std::min(plane, q0 + span);
+        if (q0 >= q1) continue;
+        // Chunk 0's accumulators take the sum, chunk by chunk in order.
+        T* first = dx_partials + nb * chunks * acc_elems;
+        const int64_t rows = kInterleaved ? acc_elems / sub : acc_elems / slot;
+        const int64_t row_elems = kInterleaved ? sub : slot;
+        for (int64_t r = 0; r < rows; ++r) {
+          T* __restrict sum = first + r * row_elems + q0 * L;
+          for (int64_t part = 1; part < chunks; ++part) {
+            const T* __restrict a = first + part * acc_elems + r * row_elems + q0 * L;
+            for (int64_t e = 0; e < (q1 - q0) * L; ++e) sum[e] += a[e];
+          }
         }
         const int64_t c0 = (nb % blocks) * cb_size;
-        store_dx(nb / blocks, c0, std::min(p.c, c0 + cb_size), my_acc);
+        store_dx(nb / blocks, c0, std::min(p.c, c0 + cb_size), first, q0, q1);
       }
     }
     if (want_dgrid && blocks > 1) {
+      // Over (image, output row), so the pixel's place needs no division.
 #pragma omp for schedule(static)
-      for (int64_t nq = 0; nq < p.n * pixels; ++nq) {
-        const int64_t n = nq / pixels, q = nq % pixels;
+      for (int64_t nh = 0; nh < p.n * p.out_h; ++nh) {
+        const int64_t n = nh / p.out_h, h = nh % p.out_h;
         const T* base = dg_partials + n * (blocks + 1) * pixels * 2;
-        T sx = 0, sy = 0;
-        for (int64_t block = 0; block < blocks; ++block) {
-          sx += base[((block + 1) * pixels + q) * 2];
-          sy += base[((block + 1) * pixels + q) * 2 + 1];
+        S* row = dgp + n * dgs[0] + h * dgs[1];
+        for (int64_t w = 0, q = h * p.out_w; w < p.out_w; ++w, ++q) {
+          T sx = 0, sy = 0;
+          for (int64_t block = 0; block < blocks; ++block) {
+            sx += base[((block + 1) * pixels + q) * 2];
+            sy += base[((block + 1) * pixels + q) * 2 + 1];
+          }
+          S* d = row + w * dgs[2];
+          d[0] = store<S>(base[q * 2] * sx);
+          d[dgs[3]] = store<S>(base[q * 2 + 1] * sy);
         }
-        S* d = dgp + n * dgs[0] + (q / p.out_w) * dgs[1] + (q % p.out_w) * dgs[2];
-        d[0] = store<S>(base[q * 2] * sx);
-        d[dgs[3]] = store<S>(base[q * 2 + 1] * sy);
       }
     }
   }

@@ -200,12 +200,21 @@ BackwardPlan plan_backward(const Problem& p) {
   if (p.mask.grid && plan.channel_blocks > 1) {
     plan.dgrid_partials = take(mul(mul(mul(p.n, plan.channel_blocks + 1), pixels), 2 * elem));
   }
-  // Per thread: one task's accumulators (or the sum of a block's chunks) and,
-  // interleaved, the block's input values and a grad tile.
-  // (Interleaved buffers are bounded by kMaxInterleavedBytes.)
-  if (p.mask.input || plan.lanes > 1) {  // otherwise nothing is accumulated or copied
-    const uint64_t elems =
-        add(plan.accumulator_elems, plan.lanes > 1 ? plan.accumulator_elems + kTile * plan.lanes : 0);
+  // Input values in [pixel][lane] order, once per (n, block), shared by its
+  // chunks (bounded like the chunks' partials, by kMaxPartialBytes / chunks).
+  const bool need_values = p.mask.grid && p.options.interpolation != Interpolation::kNearest;
+  const bool shared_values = plan.lanes > 1 && need_values && chunks > 1;
+  if (shared_values) plan.values = take(mul(mul(tasks, plan.accumulator_elems), elem));
+  // Per thread: one task's accumulators (unless chunks accumulate in the
+  // workspace) and, interleaved, the block's input values (unless shared)
+  // and a grad tile. (Interleaved buffers are bounded by kMaxInterleavedBytes.)
+  uint64_t elems = 0;
+  if (p.mask.input && chunks == 1) elems = add(elems, plan.accumulator_elems);
+  if (plan.lanes > 1) {
+    if (need_values && !shared_values) elems = add(elems, plan.accumulator_elems);
+    elems = add(elems, kTile * plan.lanes);
+  }
+  if (elems > 0) {
     const uint64_t per_thread = align_up(mul(elems, elem));
     plan.scratch_elems = static_cast<int64_t>(std::min<uint64_t>(per_thread / elem, INT64_MAX));
     plan.scratch = take(mul(plan.threads, per_thread));

@@ -65,6 +65,7 @@ struct BackwardPlan {
   // Workspace layout (byte offsets, 64-byte aligned) and total size.
   std::size_t dx_partials = 0;     // per (n, block, chunk) accumulators, when chunks > 1
   std::size_t dgrid_partials = 0;  // per (n, channel block, pixel) sums, when blocks > 1
+  std::size_t values = 0;          // per (n, block) input values, shared by chunks
   std::size_t scratch = 0;         // per-thread scratch
   std::size_t workspace_bytes = 0;
   BackwardFn fn = nullptr;
