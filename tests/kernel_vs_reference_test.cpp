@@ -73,6 +73,32 @@ INSTANTIATE_TEST_SUITE_P(
                                          DType::kFloat64)),
     name);
 
+// Grids far outside [-1, 1] on small images: reflection folds a tap many
+// times, border clamps it from far away, zeros drops it. The vector stencil
+// builders fold at most twice and hand the rest to the scalar policy; both
+// must agree with the reference.
+TEST(KernelVsReference, WideGridsFoldAndClampLikeTheReference) {
+  const Dims shapes[] = {{2, 5, 4, 6, 7, 9}, {1, 20, 3, 2, 8, 8}, {1, 3, 1, 5, 6, 6}};
+  uint64_t seed = 100;
+  for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kBicubic}) {
+    for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+      for (bool align : {false, true}) {
+        const Options opt{mode, pad, align};
+        for (const Dims& d : shapes) {
+          const Problem p = Problem::random(d, DType::kFloat32, opt, seed++, 4.0);
+          const Outputs got = run(p, /*reference=*/false);
+          const Outputs want = run(p, /*reference=*/true);
+          const double k = 8.0 * (d.c + 1) * 16;
+          const std::string what = describe(opt) + " " + to_string(d);
+          expect_close(got.out, want.out, k, what + " forward");
+          expect_close(got.dx, want.dx, k, what + " dx");
+          expect_close(got.dgrid, want.dgrid, k, what + " dgrid");
+        }
+      }
+    }
+  }
+}
+
 // Nearest moves values without arithmetic in the forward: exact.
 TEST(KernelVsReference, NearestForwardIsExact) {
   for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {

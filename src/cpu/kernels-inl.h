@@ -158,6 +158,125 @@ inline void nearest_taps_lanes(const float* ix, const float* iy, int count, int6
   for (int i = 0; i < count; ++i) t->acc[0][i] = idx[i];
 }
 
+// The bicubic taps of a tile's grid values, likewise (accumulator indices
+// and weights), with the arithmetic of build_stencil (stencil.hpp, coords.hpp)
+// in the same order. A tap position p = floor(ix) - 1 + i is padded in int32:
+// border clamps it; reflection folds it at most twice (below 0, then above
+// the last pixel), which is exactly what the float policy does to integral
+// positions. Pixels this cannot do exactly are marked in `fallback` for the
+// scalar path: a non-finite or large coordinate (|ix| >= 2^22, beyond which
+// floor(ix) - 1 + i is not exact in float), or a reflected tap still outside
+// the image after two folds. Requires Hin * Win + Win < 2^31.
+template <Padding P, bool kAlign>
+inline void bicubic_taps_lanes(const float* grid_x, const float* grid_y, int count, int64_t in_h, int64_t in_w,
+                               Tile<float, 16>* t, bool* fallback) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  using VF = hn::Vec<decltype(df)>;
+  using VI = hn::Vec<decltype(di)>;
+  using MI = hn::Mask<decltype(di)>;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto one = hn::Set(df, 1.0f), half = hn::Set(df, 0.5f);
+  const auto limit = hn::Set(df, 4194304.0f);  // 2^22
+  const auto a = hn::Set(df, -0.75f);
+  const auto width = hn::Set(di, static_cast<int32_t>(in_w));
+  const auto dummy = hn::Set(di, static_cast<int32_t>(in_h * in_w));
+  const float mult_x = coords::unnormalize_slope<float>(in_w, kAlign);
+  const float mult_y = coords::unnormalize_slope<float>(in_h, kAlign);
+  alignas(64) int32_t idx[16][kTile];
+  // Grid value -> unpadded source coordinate (coords::unnormalize).
+  auto unnormalize = [&](VF g, int64_t size) {
+    if constexpr (kAlign) return hn::Mul(hn::Mul(hn::Add(g, one), half), hn::Set(df, static_cast<float>(size - 1)));
+    return hn::Mul(hn::Sub(hn::Mul(hn::Add(g, one), hn::Set(df, static_cast<float>(size))), one), half);
+  };
+  // coords::cubic_weights and coords::cubic_weight_grads, term by term.
+  auto weights = [&](VF frac, VF w[4], VF g[4]) {
+    const auto a2 = hn::Add(a, hn::Set(df, 2.0f)), a3 = hn::Add(a, hn::Set(df, 3.0f));
+    const auto a5 = hn::Mul(hn::Set(df, 5.0f), a), a8 = hn::Mul(hn::Set(df, 8.0f), a);
+    const auto a4 = hn::Mul(hn::Set(df, 4.0f), a), a10 = hn::Mul(hn::Set(df, 10.0f), a);
+    auto near = [&](VF x) { return hn::Add(hn::Mul(hn::Mul(hn::Sub(hn::Mul(a2, x), a3), x), x), one); };
+    auto far = [&](VF x) { return hn::Sub(hn::Mul(hn::Add(hn::Mul(hn::Sub(hn::Mul(a, x), a5), x), a8), x), a4); };
+    const auto x2 = hn::Sub(one, frac);
+    w[0] = far(hn::Add(frac, one));
+    w[1] = near(frac);
+    w[2] = near(x2);
+    w[3] = far(hn::Add(x2, one));
+    const auto m3a = hn::Mul(hn::Set(df, -3.0f), a), p3a = hn::Mul(hn::Set(df, 3.0f), a);
+    const auto m3a2 = hn::Mul(hn::Set(df, -3.0f), a2), p3a2 = hn::Mul(hn::Set(df, 3.0f), a2);
+    const auto two_a3 = hn::Mul(hn::Set(df, 2.0f), a3);
+    VF x = hn::Sub(hn::Set(df, -1.0f), frac);
+    g[0] = hn::Sub(hn::Mul(hn::Sub(hn::Mul(m3a, x), a10), x), a8);
+    x = hn::Neg(frac);
+    g[1] = hn::Mul(hn::Sub(hn::Mul(m3a2, x), two_a3), x);
+    x = hn::Sub(one, frac);
+    g[2] = hn::Mul(hn::Sub(hn::Mul(p3a2, x), two_a3), x);
+    x = hn::Sub(hn::Set(df, 2.0f), frac);
+    g[3] = hn::Add(hn::Mul(hn::Sub(hn::Mul(p3a, x), a10), x), a8);
+  };
+  // Pads the tap positions base - 1 + i along an axis of `size` pixels:
+  // the padded indices, which are inside, and (reflection) which are not
+  // done by two folds.
+  auto pad_taps = [&](VI base, int64_t size, VI pos[4], MI inside[4], MI* bad) {
+    const auto last = hn::Set(di, static_cast<int32_t>(size - 1));
+    const auto zero = hn::Zero(di);
+    for (int i = 0; i < 4; ++i) {
+      VI v = hn::Add(base, hn::Set(di, i - 1));
+      if constexpr (P == Padding::kBorder) {
+        v = hn::Min(hn::Max(v, zero), last);
+      } else if constexpr (P == Padding::kReflection) {
+        if constexpr (kAlign) {  // about 0 and size - 1
+          v = hn::IfThenElse(hn::Lt(v, zero), hn::Neg(v), v);
+          v = hn::IfThenElse(hn::Gt(v, last), hn::Sub(hn::Add(last, last), v), v);
+        } else {  // about -1/2 and size - 1/2
+          v = hn::IfThenElse(hn::Lt(v, zero), hn::Sub(hn::Set(di, -1), v), v);
+          v = hn::IfThenElse(hn::Gt(v, last), hn::Sub(hn::Add(last, hn::Add(last, hn::Set(di, 1))), v), v);
+        }
+      }
+      inside[i] = hn::Not(hn::Or(hn::Lt(v, zero), hn::Gt(v, last)));
+      if constexpr (P == Padding::kReflection) *bad = hn::Or(*bad, hn::Not(inside[i]));
+      pos[i] = v;
+    }
+  };
+  for (int i = 0; i < count; i += n) {
+    VF ix = unnormalize(hn::LoadU(df, grid_x + i), in_w);
+    VF iy = unnormalize(hn::LoadU(df, grid_y + i), in_h);
+    // Not (|ix| < 2^22 and |iy| < 2^22): NaN and infinities included.
+    const auto ok = hn::And(hn::Lt(hn::Abs(ix), limit), hn::Lt(hn::Abs(iy), limit));
+    ix = hn::IfThenElseZero(ok, ix);
+    iy = hn::IfThenElseZero(ok, iy);
+    const VF fx = hn::Floor(ix), fy = hn::Floor(iy);
+    VF cx[4], cy[4], gcx[4], gcy[4];
+    weights(hn::Sub(ix, fx), cx, gcx);
+    weights(hn::Sub(iy, fy), cy, gcy);
+    VI tx[4], ty[4];
+    MI x_in[4], y_in[4];
+    MI bad = hn::RebindMask(di, hn::Not(ok));
+    pad_taps(hn::ConvertTo(di, fx), in_w, tx, x_in, &bad);
+    pad_taps(hn::ConvertTo(di, fy), in_h, ty, y_in, &bad);
+    hn::StoreU(hn::Set(df, mult_x), df, t->mult_x + i);
+    hn::StoreU(hn::Set(df, mult_y), df, t->mult_y + i);
+    alignas(64) int32_t bad_lanes[hn::MaxLanes(di)];
+    hn::Store(hn::VecFromMask(di, bad), di, bad_lanes);
+    for (int l = 0; l < n && i + l < kTile; ++l) fallback[i + l] = bad_lanes[l] != 0;
+    for (int j = 0; j < 4; ++j) {
+      const VI row = hn::Mul(ty[j], width);
+      for (int k = 0; k < 4; ++k) {
+        const int tap = j * 4 + k;
+        const auto valid = hn::And(y_in[j], x_in[k]);
+        const auto valid_f = hn::RebindMask(df, valid);
+        hn::StoreU(hn::IfThenElse(valid, hn::Add(row, tx[k]), dummy), di, idx[tap] + i);
+        hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(cx[k], cy[j])), df, t->w[tap] + i);
+        hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(gcx[k]), cy[j])), df, t->dwx[tap] + i);
+        hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(gcy[j]), cx[k])), df, t->dwy[tap] + i);
+      }
+    }
+  }
+  for (int k = 0; k < 16; ++k) {
+    for (int i = 0; i < count; ++i) t->acc[k][i] = idx[k][i];
+  }
+}
+
 template <Interpolation M, Padding P, bool kAlign, bool kOffsets, class S, class T, int K>
 void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strides, int64_t n,
                int64_t p0, int64_t count, Tile<T, K>* t, const Shape4& in_strides) {
@@ -231,6 +350,25 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
       put_stencil<kOffsets>(s, i, plane, p.in_w, in_strides, t);
     }
   } else {
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (!kOffsets && std::is_same_v<T, float>) {
+      if (plane + p.in_w < (int64_t{1} << 31)) {
+        std::fill(gx + count, gx + kTile, T(0));
+        std::fill(gy + count, gy + kTile, T(0));
+        bool fallback[kTile];
+        bicubic_taps_lanes<P, kAlign>(gx, gy, static_cast<int>(count), p.in_h, p.in_w, t, fallback);
+        for (int64_t i = 0; i < count; ++i) {
+          if (!fallback[i]) continue;
+          Stencil<T, K> s;
+          build_stencil<M, P, kAlign>(gx[i], gy[i], p.in_h, p.in_w, &s);
+          t->mult_x[i] = s.mult_x;
+          t->mult_y[i] = s.mult_y;
+          put_stencil<kOffsets>(s, i, plane, p.in_w, in_strides, t);
+        }
+        return;
+      }
+    }
+#endif
     for (int64_t i = 0; i < count; ++i) {
       Stencil<T, K> s;
       build_stencil<M, P, kAlign>(gx[i], gy[i], p.in_h, p.in_w, &s);
@@ -345,18 +483,15 @@ template <int L, class S, class T>
 inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t n, T* __restrict dst) {
   const S* __restrict from[L];
   for (int j = 0; j < L; ++j) from[j] = src + std::min(j, rows - 1) * row_stride;
-  if (rows == L) {
-    for (int64_t q = 0; q < n; ++q) {
+  // All L lanes (the missing ones from the last row: a loop the compiler
+  // vectorises, where a select per lane kept it scalar), then zeroes.
+  for (int64_t q = 0; q < n; ++q) {
 #pragma GCC unroll 16
-      for (int j = 0; j < L; ++j) dst[q * L + j] = load(from[j][q]);
-    }
-  } else {  // the same with a select (read from a real row, then dropped)
-    for (int64_t q = 0; q < n; ++q) {
-#pragma GCC unroll 16
-      for (int j = 0; j < L; ++j) {
-        const T v = load(from[j][q]);
-        dst[q * L + j] = j < rows ? v : T(0);
-      }
+    for (int j = 0; j < L; ++j) dst[q * L + j] = load(from[j][q]);
+  }
+  if (rows < L) {
+    for (int j = rows; j < L; ++j) {
+      for (int64_t q = 0; q < n; ++q) dst[q * L + j] = T(0);
     }
   }
 }
