@@ -3,10 +3,7 @@
 #include <memory>
 #include <new>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
+#include "core/memory.hpp"
 #include "core/validate.hpp"
 #include "cpu/kernels.hpp"
 #include "gridsampler/gridsampler.hpp"
@@ -26,28 +23,12 @@ struct CachedWorkspace {
   ~CachedWorkspace() { std::free(data); }
 };
 
-// Workspaces of a few megabytes and more are placed on 2 MiB boundaries and
-// offered to the kernel as transparent huge pages: the backward reads and
-// writes its accumulators at the grid's random taps, and with 4 KiB pages
-// nearly every such access past the TLB's reach costs a page walk.
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-
-void* allocate_workspace(std::size_t bytes) {
-  if (bytes < kHugePage) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* data = std::aligned_alloc(kHugePage, rounded);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (data != nullptr) madvise(data, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
-#endif
-  return data;
-}
-
 void* cached_workspace(std::size_t bytes) {
   thread_local CachedWorkspace cache;
   if (cache.bytes < bytes) {
     std::free(cache.data);
     cache.bytes = 0;
-    cache.data = allocate_workspace(bytes);
+    cache.data = detail::allocate_workspace(bytes);
     if (cache.data != nullptr) cache.bytes = bytes;
   }
   return cache.data;
@@ -77,7 +58,7 @@ Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView gr
   if (plan.workspace_bytes > 0) {
     workspace = plan.workspace_bytes <= kCachedWorkspaceBytes ? cached_workspace(plan.workspace_bytes) : nullptr;
     if (workspace == nullptr) {
-      owned.reset(static_cast<unsigned char*>(allocate_workspace(plan.workspace_bytes)));
+      owned.reset(static_cast<unsigned char*>(detail::allocate_workspace(plan.workspace_bytes)));
       workspace = owned.get();
     }
     if (workspace == nullptr) {

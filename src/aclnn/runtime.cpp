@@ -4,6 +4,7 @@
 #include <new>
 
 #include "aclnn/handles.hpp"
+#include "core/memory.hpp"
 
 namespace gridsampler::aclnn {
 
@@ -169,8 +170,9 @@ aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
       policy != ACL_MEM_MALLOC_NORMAL_ONLY) {
     return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: unknown policy");
   }
-  // 64-byte aligned, like device allocations, rounded up to whole lines.
-  void* p = std::aligned_alloc(64, (size + 63) / 64 * 64);
+  // 64-byte aligned, like device allocations, rounded up to whole lines;
+  // the huge-page policies ask for transparent huge pages from 2 MiB on.
+  void* p = gridsampler::detail::allocate_workspace(size, policy != ACL_MEM_MALLOC_NORMAL_ONLY);
   if (p == nullptr) return fail(ACL_ERROR_BAD_ALLOC, "aclrtMalloc: cannot allocate " + std::to_string(size) + " bytes");
   *devPtr = p;
   return ACL_SUCCESS;
