@@ -97,7 +97,9 @@ GS_HOST_DEVICE inline T reflect(T in, int64_t twice_low, int64_t twice_high, T* 
     sign = -1;
     d = -d;
   }
-  const T extra = std::fmod(d, span);
+  // fmod is exact, so it is d itself below one span (the common case, and
+  // much cheaper); the flip count keeps its rounded division either way.
+  const T extra = d < span ? d : std::fmod(d, span);
   const T flips = std::floor(d / span);
   if (std::fmod(flips, T(2)) == 0) {
     *slope = sign;
