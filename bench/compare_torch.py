@@ -39,7 +39,7 @@ CASES = [
 ]
 
 
-def torch_median_ms(shape, mode, pad, align, dtype, threads, reps):
+def torch_median_ms(shape, mode, pad, align, dtype, threads, reps, op="backward"):
     torch.set_num_threads(threads)
     n, c, hi, wi, ho, wo = shape
     dt = torch.float32 if dtype == "f32" else torch.float64
@@ -47,18 +47,23 @@ def torch_median_ms(shape, mode, pad, align, dtype, threads, reps):
     x = torch.rand(n, c, hi, wi, generator=gen, dtype=dt) * 2 - 1
     grid = torch.rand(n, ho, wo, 2, generator=gen, dtype=dt) * 2.2 - 1.1
     go = torch.rand(n, c, ho, wo, generator=gen, dtype=dt) * 2 - 1
-    args = (go, x, grid, MODES[mode], PADS[pad], align, [True, True])
-    torch.ops.aten.grid_sampler_2d_backward(*args)  # warm-up
+    if op == "backward":
+        fn = torch.ops.aten.grid_sampler_2d_backward
+        args = (go, x, grid, MODES[mode], PADS[pad], align, [True, True])
+    else:
+        fn = torch.ops.aten.grid_sampler_2d
+        args = (x, grid, MODES[mode], PADS[pad], align)
+    fn(*args)  # warm-up
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        torch.ops.aten.grid_sampler_2d_backward(*args)
+        fn(*args)
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
 
-def ours_median_ms(cli, shape, mode, pad, align, dtype, threads, reps):
-    cmd = [cli, "bench", "--shape", ",".join(map(str, shape)), "--mode", mode, "--padding", pad,
+def ours_median_ms(cli, shape, mode, pad, align, dtype, threads, reps, op="backward"):
+    cmd = [cli, "bench", "--shape", ",".join(map(str, shape)), "--op", op, "--mode", mode, "--padding", pad,
            "--dtype", dtype, "--threads", str(threads), "--reps", str(reps)]
     if align:
         cmd.append("--align-corners")
@@ -74,11 +79,12 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--op", choices=["backward", "forward"], default="backward")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
 
     print(f"torch {torch.__version__}; {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs; medians of {args.rounds} rounds x {args.reps} reps\n")
+          f"{os.cpu_count()} CPUs; {args.op}; medians of {args.rounds} rounds x {args.reps} reps\n")
     header = "| case (N,C,Hin,Win,Hout,Wout mode padding align dtype) |"
     rule = "|---|"
     for t in threads:
@@ -92,8 +98,8 @@ def main():
         for t in threads:
             tt, oo = [], []
             for _ in range(args.rounds):
-                tt.append(torch_median_ms(shape, mode, pad, align, dtype, t, args.reps))
-                oo.append(ours_median_ms(args.cli, shape, mode, pad, align, dtype, t, args.reps)[0])
+                tt.append(torch_median_ms(shape, mode, pad, align, dtype, t, args.reps, args.op))
+                oo.append(ours_median_ms(args.cli, shape, mode, pad, align, dtype, t, args.reps, args.op)[0])
             tm, om = statistics.median(tt), statistics.median(oo)
             speedups[t].append(tm / om)
             row += f" {tm:.2f} | {om:.2f} | {tm / om:.1f}x |"

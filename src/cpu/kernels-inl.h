@@ -16,12 +16,14 @@
 #include <array>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <utility>
 
 #include <omp.h>
 
 #include "core/dtype.hpp"
+#include "core/memory.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/stencil.hpp"
 #include "cpu/tuning.hpp"
@@ -383,8 +385,8 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
 // Forward: tasks are (n, tile); each writes its own output pixels.
 
 template <class S, Interpolation M, Padding P, bool kAlign>
-void forward(const Problem& p, int threads, const TensorView& input, const TensorView& grid,
-             const MutableTensorView& output) {
+void forward_planar(const Problem& p, int threads, const TensorView& input, const TensorView& grid,
+                    const MutableTensorView& output) {
   using T = compute_t<S>;
   constexpr int K = kTaps<M>;
   const int64_t pixels = p.out_h * p.out_w;
@@ -608,6 +610,144 @@ inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T*
   }
 }
 
+// A buffer of at least `elems` values kept by the calling thread between
+// calls (OpenMP's threads persist), so a call does not page-fault its way
+// through fresh memory; grown on demand, on huge pages when large.
+template <class T>
+T* thread_buffer(int64_t elems) {
+  struct Buffer {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  const std::size_t bytes = static_cast<std::size_t>(elems) * sizeof(T);
+  if (buffer.bytes < bytes) {
+    std::free(buffer.data);
+    buffer.bytes = 0;
+    buffer.data = detail::allocate_workspace(bytes);
+    if (buffer.data == nullptr) throw std::bad_alloc();
+    buffer.bytes = bytes;
+  }
+  return static_cast<T*>(buffer.data);
+}
+
+// Calls f(q, y, x) for the pixels q = y * width + x in [q0, q1).
+template <class F>
+inline void for_each_pixel(int64_t width, int64_t q0, int64_t q1, F&& f) {
+  int64_t y = q0 / width, x = q0 % width;
+  for (int64_t q = q0; q < q1; ++q) {
+    f(q, y, x);
+    if (++x == width) {
+      x = 0;
+      ++y;
+    }
+  }
+}
+
+// Copies pixels [q0, q1) of the input channels [s0, s1) (at most L) of
+// image n into xb as [pixel][lane], zero in unused lanes, and (with the
+// last pixel) zeroes the dummy slot after the plane.
+template <int L, class S, class T>
+void copy_values(const Problem& p, const TensorView& input, int64_t n, int64_t s0, int64_t s1,
+                 T* __restrict xb, int64_t q0, int64_t q1) {
+  const int64_t plane = p.in_h * p.in_w;
+  const Shape4& is = input.strides;
+  const S* ib = static_cast<const S*>(input.data) + n * is[0] + s0 * is[1];
+  if (q1 == plane) std::fill_n(xb + plane * L, L, T(0));
+  if (is[3] == 1 && is[2] == p.in_w) {  // dense planes
+    interleave_rows<L>(ib + q0, is[1], static_cast<int>(s1 - s0), q1 - q0, xb + q0 * L);
+  } else if (is[1] == 1) {  // channels contiguous (channels-last)
+    for_each_pixel(p.in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
+      const S* __restrict px = ib + y * is[2] + x * is[3];
+      T* __restrict dst = xb + q * L;
+      for (int j = 0; j < L; ++j) dst[j] = j < s1 - s0 ? load(px[j]) : T(0);
+    });
+  } else {
+    std::fill_n(xb + q0 * L, (q1 - q0) * L, T(0));
+    for (int64_t c = s0; c < s1; ++c) {
+      const S* ip = ib + (c - s0) * is[1];
+      for_each_pixel(p.in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
+        xb[q * L + (c - s0)] = load(ip[y * is[2] + x * is[3]]);
+      });
+    }
+  }
+}
+
+// Interleaved forward: a task is (n, block of L channels, range of output
+// pixels); it copies the block's input channels into [pixel][lane] order
+// (so every tap is one contiguous run of L values), builds each tile's
+// stencils with the vector builders and writes out[pixel][lane] through a
+// tile buffer. Each output value is a function of its pixel alone, so
+// splitting the pixels by the thread count changes no bits.
+template <class S, Interpolation M, Padding P, bool kAlign, int L>
+void forward_lanes(const Problem& p, int threads, const TensorView& input, const TensorView& grid,
+                   const MutableTensorView& output) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using T = compute_t<S>;
+  constexpr int K = kTaps<M>;
+  using D = hn::CappedTag<T, L>;
+  const D d;
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  constexpr int V = L / N;
+  static_assert(V * N == L);
+  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t plane = p.in_h * p.in_w;
+  const int64_t blocks = (p.c + L - 1) / L;
+  // Enough pixel ranges to feed the threads, none much smaller than the
+  // plane it copies.
+  const int64_t want = (2 * static_cast<int64_t>(threads) + p.n * blocks - 1) / (p.n * blocks);
+  const int64_t ranges = std::clamp<int64_t>(std::min(want, pixels / std::max<int64_t>(plane / 2, kTile)), 1, pixels);
+  const int64_t range = ((pixels + ranges - 1) / ranges + kTile - 1) / kTile * kTile;
+  S* out = static_cast<S*>(output.data);
+  const Shape4& os = output.strides;
+#pragma omp parallel num_threads(threads)
+  {
+    auto tile = std::make_unique<Tile<T, K>>();
+    T* values = thread_buffer<T>((plane + 1) * L);
+    int64_t loaded = -1;  // the (n, block) whose values are in `values`
+    alignas(64) T ot[kTile * L];
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < p.n * blocks * ranges; ++task) {
+      const int64_t n = task / (blocks * ranges);
+      const int64_t s0 = (task / ranges) % blocks * L, s1 = std::min(p.c, s0 + L);
+      const int rows = static_cast<int>(s1 - s0);
+      const int64_t p_begin = task % ranges * range, p_end = std::min(pixels, p_begin + range);
+      if (p_begin >= p_end) continue;
+      if (loaded != task / ranges) copy_values<L, S>(p, input, n, s0, s1, values, 0, plane);
+      loaded = task / ranges;
+      const T* xb = values;
+      S* ob = out + n * os[0] + s0 * os[1];
+      for (int64_t p0 = p_begin; p0 < p_end; p0 += kTile) {
+        fill_tile<M, P, kAlign, false, S>(p, grid, os, n, p0, std::min<int64_t>(kTile, p_end - p0), tile.get(),
+                                          input.strides);
+        const Tile<T, K>& t = *tile;
+        for (int i = 0; i < t.count; ++i) {
+          hn::Vec<D> acc[V];
+          for (int v = 0; v < V; ++v) acc[v] = hn::Zero(d);
+          for (int k = 0; k < K; ++k) {
+            const T* __restrict x = xb + t.acc[k][i] * L;
+            const auto w = hn::Set(d, t.w[k][i]);
+            for (int v = 0; v < V; ++v) acc[v] = hn::MulAdd(w, hn::LoadU(d, x + v * N), acc[v]);
+          }
+          for (int v = 0; v < V; ++v) hn::Store(acc[v], d, ot + i * L + v * N);
+        }
+        if (os[3] == 1 && os[2] == p.out_w) {  // dense planes: a run of pixels
+          deinterleave_rows<L>(ot, rows, t.count, ob + p0, os[1]);
+        } else if (os[1] == 1) {  // channels contiguous (channels-last)
+          for (int i = 0; i < t.count; ++i) {
+            for (int j = 0; j < rows; ++j) ob[t.out_off[i] + j] = store<S>(ot[i * L + j]);
+          }
+        } else {
+          for (int j = 0; j < rows; ++j) {
+            for (int i = 0; i < t.count; ++i) ob[j * os[1] + t.out_off[i]] = store<S>(ot[i * L + j]);
+          }
+        }
+      }
+    }
+  }
+}
+
 template <class S, Interpolation M, Padding P, bool kAlign, bool kInterleaved, int L>
 void backward_impl(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
                    const TensorView& grid, const MutableTensorView& dx, const MutableTensorView& dgrid,
@@ -641,17 +781,7 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
   const int64_t sub = slot * L;
   auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + L - 1) / L; };
 
-  // Calls f(q, y, x) for the input pixels q = y * Win + x in [q0, q1).
-  auto for_pixels = [&](int64_t q0, int64_t q1, auto&& f) {
-    int64_t y = q0 / p.in_w, x = q0 % p.in_w;
-    for (int64_t q = q0; q < q1; ++q) {
-      f(q, y, x);
-      if (++x == p.in_w) {
-        x = 0;
-        ++y;
-      }
-    }
-  };
+  auto for_pixels = [&](int64_t q0, int64_t q1, auto&& f) { for_each_pixel(p.in_w, q0, q1, f); };
   // Writes pixels [q0, q1) of the accumulators of channels [c0, c1) of
   // image n to dx (`step` apart: 1 for planes, L for one lane of a block).
   auto store_dx_planes = [&](int64_t n, int64_t c0, int64_t c1, const T* a, int64_t step, int64_t q0,
@@ -688,27 +818,8 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
       }
     }
   };
-  // Copies pixels [q0, q1) of the input channels [s0, s1) (at most L) of
-  // image n into xb as [pixel][lane], zero in unused lanes, and (with the
-  // last pixel) zeroes the dummy slot.
   auto load_values = [&](int64_t n, int64_t s0, int64_t s1, T* __restrict xb, int64_t q0, int64_t q1) {
-    const S* ib = in + n * is[0] + s0 * is[1];
-    if (q1 == plane) std::fill_n(xb + plane * L, L, T(0));
-    if (is[3] == 1 && is[2] == p.in_w) {  // dense planes
-      interleave_rows<L>(ib + q0, is[1], static_cast<int>(s1 - s0), q1 - q0, xb + q0 * L);
-    } else if (is[1] == 1) {  // channels contiguous (channels-last)
-      for_pixels(q0, q1, [&](int64_t q, int64_t y, int64_t x) {
-        const S* __restrict px = ib + y * is[2] + x * is[3];
-        T* __restrict dst = xb + q * L;
-        for (int j = 0; j < L; ++j) dst[j] = j < s1 - s0 ? load(px[j]) : T(0);
-      });
-    } else {
-      std::fill_n(xb + q0 * L, (q1 - q0) * L, T(0));
-      for (int64_t c = s0; c < s1; ++c) {
-        const S* ip = ib + (c - s0) * is[1];
-        for_pixels(q0, q1, [&](int64_t q, int64_t y, int64_t x) { xb[q * L + (c - s0)] = load(ip[y * is[2] + x * is[3]]); });
-      }
-    }
+    copy_values<L, S>(p, input, n, s0, s1, xb, q0, q1);
   };
   // Copies grad channels [s0, s1) of a tile's pixels into gt as [pixel][lane],
   // zero in unused lanes.
@@ -887,6 +998,23 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
         }
       }
     }
+  }
+}
+
+// Interleaved for 2 channels or more when a block's copy of the input
+// stays reasonable (as the backward decides), planar otherwise.
+template <class S, Interpolation M, Padding P, bool kAlign>
+void forward(const Problem& p, int threads, const TensorView& input, const TensorView& grid,
+             const MutableTensorView& output) {
+  constexpr uint64_t kMaxCopyBytes = uint64_t{64} << 20;
+  const auto slot = static_cast<uint64_t>(p.in_h * p.in_w) + 1;
+  const uint64_t elem = sizeof(compute_t<S>);
+  if (p.c >= kLanes / 2 && slot <= kMaxCopyBytes / (kLanes * elem)) {
+    forward_lanes<S, M, P, kAlign, kLanes>(p, threads, input, grid, output);
+  } else if (p.c >= 2 && slot <= kMaxCopyBytes / (kNarrowLanes * elem)) {
+    forward_lanes<S, M, P, kAlign, kNarrowLanes>(p, threads, input, grid, output);
+  } else {
+    forward_planar<S, M, P, kAlign>(p, threads, input, grid, output);
   }
 }
 
