@@ -57,5 +57,37 @@ TEST(LowPrecision, MatchesFloat64ReferenceOnRoundedInputs) {
   }
 }
 
+// A float16 NaN leaves the kernels as the canonical quiet NaN (0x7e00, sign
+// kept), whatever its payload was and whichever conversion path (vector or
+// scalar, full or partial channel block) wrote it.
+TEST(LowPrecision, Float16NanOutputsAreCanonical) {
+  const uint16_t payloads[] = {0x7d01, 0xfe37, 0x7c01, 0xffff};
+  Problem p = Problem::random({1, 20, 5, 6, 4, 9}, DType::kFloat16,
+                              {Interpolation::kNearest, Padding::kZeros, false}, 3, 0.9);
+  auto fill_nans = [&](Tensor* t) {
+    auto* bits = static_cast<uint16_t*>(t->mutable_view().data);
+    for (int64_t i = 0; i < t->numel(); ++i) bits[i] = payloads[i % 4];
+  };
+  fill_nans(&p.input);
+  fill_nans(&p.grad);
+  const Outputs got = run(p, /*reference=*/false);
+  auto check = [](const Tensor& t, const char* what, bool all_nan) {
+    const auto* bits = reinterpret_cast<const uint16_t*>(t.storage().data());
+    int nans = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const uint16_t b = bits[i];
+      if ((b & 0x7fffu) == 0) continue;  // a zero: dx where no tap landed
+      EXPECT_EQ(b & 0x7fffu, 0x7e00u) << what << " element " << i << " bits " << std::hex << b;
+      ++nans;
+    }
+    if (all_nan) {
+      EXPECT_EQ(nans, t.numel()) << what;
+    }
+    EXPECT_GT(nans, 0) << what;
+  };
+  check(got.out, "forward", true);
+  check(got.dx, "dx", false);
+}
+
 }  // namespace
 }  // namespace gstest

@@ -527,6 +527,33 @@ inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t 
 // inverse, rounded to S.
 template <int L, class S, class T>
 inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* dst, int64_t row_stride) {
+  if constexpr (std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+    // float16: transpose floats into a stretch of rows, then narrow each row
+    // with Highway (F16C on x86: round to nearest even, like half_from_float;
+    // NaNs are made the canonical quiet NaN first, as half_from_float does).
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const auto nf = static_cast<int64_t>(hn::Lanes(df));
+    const auto quiet_nan = hn::BitCast(df, hn::Set(hn::RebindToUnsigned<decltype(df)>(), 0x7fc00000u));
+    constexpr int64_t kStretch = 256;
+    alignas(64) float wide[L][kStretch];
+    for (int64_t q0 = 0; q0 < n; q0 += kStretch) {
+      const int64_t m = std::min(kStretch, n - q0);
+      deinterleave_rows<L>(src + q0 * L, rows, m, &wide[0][0], kStretch);
+      for (int j = 0; j < rows; ++j) {
+        S* row = dst + j * row_stride + q0;
+        int64_t q = 0;
+        for (; q + nf <= m; q += nf) {
+          auto v = hn::Load(df, wide[j] + q);
+          v = hn::IfThenElse(hn::IsNaN(v), hn::CopySign(quiet_nan, v), v);
+          hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(row + q));
+        }
+        for (; q < m; ++q) row[q] = store<S>(wide[j][q]);
+      }
+    }
+    return;
+  }
   int64_t q0 = 0;
   for (; q0 + L <= n; q0 += L) {
     T t[L][L];
