@@ -663,22 +663,23 @@ inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T*
 }
 
 // A buffer of at least `elems` values kept by the calling thread between
-// calls (OpenMP's threads persist), so a call does not page-fault its way
-// through fresh memory; grown on demand, on huge pages when large.
+// calls, so that a call does not page-fault its way through fresh memory;
+// grown on demand (on huge pages when large). Null when it cannot be had.
 template <class T>
-T* thread_buffer(int64_t elems) {
+T* thread_buffer(uint64_t elems) {
   struct Buffer {
     void* data = nullptr;
     std::size_t bytes = 0;
     ~Buffer() { std::free(data); }
   };
   thread_local Buffer buffer;
+  if (elems > SIZE_MAX / sizeof(T)) return nullptr;
   const std::size_t bytes = static_cast<std::size_t>(elems) * sizeof(T);
   if (buffer.bytes < bytes) {
     std::free(buffer.data);
     buffer.bytes = 0;
     buffer.data = detail::allocate_workspace(bytes);
-    if (buffer.data == nullptr) throw std::bad_alloc();
+    if (buffer.data == nullptr) return nullptr;
     buffer.bytes = bytes;
   }
   return static_cast<T*>(buffer.data);
@@ -734,7 +735,7 @@ void copy_values(const Problem& p, const TensorView& input, int64_t n, int64_t s
 // splitting the pixels by the thread count changes no bits.
 template <class S, Interpolation M, Padding P, bool kAlign, int L>
 void forward_lanes(const Problem& p, int threads, const TensorView& input, const TensorView& grid,
-                   const MutableTensorView& output) {
+                   const MutableTensorView& output, compute_t<S>* buffers) {
   namespace hn = hwy::HWY_NAMESPACE;
   using T = compute_t<S>;
   constexpr int K = kTaps<M>;
@@ -756,7 +757,7 @@ void forward_lanes(const Problem& p, int threads, const TensorView& input, const
 #pragma omp parallel num_threads(threads)
   {
     auto tile = std::make_unique<Tile<T, K>>();
-    T* values = thread_buffer<T>((plane + 1) * L);
+    T* values = buffers + static_cast<int64_t>(omp_get_thread_num()) * (plane + 1) * L;
     int64_t loaded = -1;  // the (n, block) whose values are in `values`
     alignas(64) T ot[kTile * L];
 #pragma omp for schedule(static)
@@ -1058,13 +1059,22 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
 template <class S, Interpolation M, Padding P, bool kAlign>
 void forward(const Problem& p, int threads, const TensorView& input, const TensorView& grid,
              const MutableTensorView& output) {
-  constexpr uint64_t kMaxCopyBytes = uint64_t{64} << 20;
+  // One channel-minor copy of a block's plane per thread (at most 64 MiB,
+  // 256 MiB for all threads), kept by the calling thread between calls;
+  // without it (too large, or no memory), the planar path, which needs none.
+  constexpr uint64_t kMaxCopyBytes = uint64_t{64} << 20, kMaxBuffersBytes = uint64_t{256} << 20;
+  using T = compute_t<S>;
   const auto slot = static_cast<uint64_t>(p.in_h * p.in_w) + 1;
-  const uint64_t elem = sizeof(compute_t<S>);
-  if (p.c >= kLanes / 2 && slot <= kMaxCopyBytes / (kLanes * elem)) {
-    forward_lanes<S, M, P, kAlign, kLanes>(p, threads, input, grid, output);
-  } else if (p.c >= 2 && slot <= kMaxCopyBytes / (kNarrowLanes * elem)) {
-    forward_lanes<S, M, P, kAlign, kNarrowLanes>(p, threads, input, grid, output);
+  const int lanes = p.c >= kLanes / 2 ? kLanes : kNarrowLanes;
+  T* buffers = nullptr;
+  if (p.c >= 2 && slot <= kMaxCopyBytes / (lanes * sizeof(T)) &&
+      static_cast<uint64_t>(threads) <= kMaxBuffersBytes / (slot * lanes * sizeof(T))) {
+    buffers = thread_buffer<T>(static_cast<uint64_t>(threads) * slot * lanes);
+  }
+  if (buffers != nullptr && lanes == kLanes) {
+    forward_lanes<S, M, P, kAlign, kLanes>(p, threads, input, grid, output, buffers);
+  } else if (buffers != nullptr) {
+    forward_lanes<S, M, P, kAlign, kNarrowLanes>(p, threads, input, grid, output, buffers);
   } else {
     forward_planar<S, M, P, kAlign>(p, threads, input, grid, output);
   }
