@@ -97,8 +97,14 @@ fi
 # The package, as a user installs it (isolated build, PyPI build requirements),
 # after the C++ build's own Debian packages (Highway, OpenMP, ...).
 bash scripts/install-deps.sh
-log "pip install ."
-pip install -q --force-reinstall --no-deps .
+# The tests here exercise the bindings and the torch integration; the SIMD
+# targets are covered by the C++ suite (simd_targets_test). So CI compiles the
+# kernels for one target only (about a third of the build time); a plain
+# `pip install .` still builds every target with run-time dispatch.
+PY_SIMD_TARGETS=${GRIDSAMPLER_PY_SIMD_TARGETS:-baseline}
+log "pip install . (SIMD targets: $PY_SIMD_TARGETS)"
+pip install -q --force-reinstall --no-deps \
+  --config-settings=cmake.define.GRIDSAMPLER_SIMD_TARGETS="$PY_SIMD_TARGETS" .
 "$py" -c 'import gridsampler, gridsampler.torch, torch; print("ci-python: gridsampler", gridsampler.__version__, "with torch", torch.__version__)'
 
 # The tests, against the installed package; torch is required (no skipping).
