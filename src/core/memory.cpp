@@ -22,4 +22,21 @@ void* allocate_workspace(std::size_t bytes, bool huge_pages) {
   return data;
 }
 
+void* cached_buffer(std::size_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  if (buffer.bytes < bytes) {
+    std::free(buffer.data);
+    buffer.bytes = 0;
+    buffer.data = allocate_workspace(bytes);
+    if (buffer.data == nullptr) return nullptr;
+    buffer.bytes = bytes;
+  }
+  return buffer.data;
+}
+
 }  // namespace gridsampler::detail

@@ -16,7 +16,6 @@
 #include <array>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -363,6 +362,13 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
       put_stencil<kOffsets>(s, i, plane, p.in_w, in_strides, t);
     }
   } else {
+    auto scalar_stencil = [&](int64_t i) {
+      Stencil<T, K> s;
+      build_stencil<M, P, kAlign>(gx[i], gy[i], p.in_h, p.in_w, &s);
+      t->mult_x[i] = s.mult_x;
+      t->mult_y[i] = s.mult_y;
+      put_stencil<kOffsets>(s, i, plane, p.in_w, in_strides, t);
+    };
 #if HWY_TARGET != HWY_SCALAR
     if constexpr (!kOffsets && std::is_same_v<T, float>) {
       if (plane + p.in_w < (int64_t{1} << 31)) {
@@ -371,24 +377,13 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
         bool fallback[kTile];
         bicubic_taps_lanes<P, kAlign>(gx, gy, static_cast<int>(count), p.in_h, p.in_w, t, fallback);
         for (int64_t i = 0; i < count; ++i) {
-          if (!fallback[i]) continue;
-          Stencil<T, K> s;
-          build_stencil<M, P, kAlign>(gx[i], gy[i], p.in_h, p.in_w, &s);
-          t->mult_x[i] = s.mult_x;
-          t->mult_y[i] = s.mult_y;
-          put_stencil<kOffsets>(s, i, plane, p.in_w, in_strides, t);
+          if (fallback[i]) scalar_stencil(i);
         }
         return;
       }
     }
 #endif
-    for (int64_t i = 0; i < count; ++i) {
-      Stencil<T, K> s;
-      build_stencil<M, P, kAlign>(gx[i], gy[i], p.in_h, p.in_w, &s);
-      t->mult_x[i] = s.mult_x;
-      t->mult_y[i] = s.mult_y;
-      put_stencil<kOffsets>(s, i, plane, p.in_w, in_strides, t);
-    }
+    for (int64_t i = 0; i < count; ++i) scalar_stencil(i);
   }
 }
 
@@ -671,29 +666,6 @@ inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T*
     add_sums(lane_x, gx);
     add_sums(lane_y, gy);
   }
-}
-
-// A buffer of at least `elems` values kept by the calling thread between
-// calls, so that a call does not page-fault its way through fresh memory;
-// grown on demand (on huge pages when large). Null when it cannot be had.
-template <class T>
-T* thread_buffer(uint64_t elems) {
-  struct Buffer {
-    void* data = nullptr;
-    std::size_t bytes = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  if (elems > SIZE_MAX / sizeof(T)) return nullptr;
-  const std::size_t bytes = static_cast<std::size_t>(elems) * sizeof(T);
-  if (buffer.bytes < bytes) {
-    std::free(buffer.data);
-    buffer.bytes = 0;
-    buffer.data = detail::allocate_workspace(bytes);
-    if (buffer.data == nullptr) return nullptr;
-    buffer.bytes = bytes;
-  }
-  return static_cast<T*>(buffer.data);
 }
 
 // Calls f(q, y, x) for the pixels q = y * width + x in [q0, q1).
@@ -1071,7 +1043,7 @@ template <class S, Interpolation M, Padding P, bool kAlign>
 void forward(const Problem& p, int threads, const TensorView& input, const TensorView& grid,
              const MutableTensorView& output) {
   // One channel-minor copy of a block's plane per thread (at most 64 MiB,
-  // 256 MiB for all threads), kept by the calling thread between calls;
+  // 256 MiB for all threads), in the calling thread's cached buffer;
   // without it (too large, or no memory), the planar path, which needs none.
   constexpr uint64_t kMaxCopyBytes = uint64_t{64} << 20, kMaxBuffersBytes = uint64_t{256} << 20;
   using T = compute_t<S>;
@@ -1080,7 +1052,7 @@ void forward(const Problem& p, int threads, const TensorView& input, const Tenso
   T* buffers = nullptr;
   if (p.c >= 2 && slot <= kMaxCopyBytes / (lanes * sizeof(T)) &&
       static_cast<uint64_t>(threads) <= kMaxBuffersBytes / (slot * lanes * sizeof(T))) {
-    buffers = thread_buffer<T>(static_cast<uint64_t>(threads) * slot * lanes);
+    buffers = static_cast<T*>(detail::cached_buffer(threads * slot * lanes * sizeof(T)));
   }
   if (buffers != nullptr && lanes == kLanes) {
     forward_lanes<S, M, P, kAlign, kLanes>(p, threads, input, grid, output, buffers);
