@@ -514,6 +514,28 @@ inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t 
     }
     return;
   }
+  if constexpr (L == 4 && std::is_same_v<S, T>) {
+    // Four lanes: Highway's interleaving store of four rows (the loop below
+    // would zero the missing lanes one scalar store at a time).
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<T> dt;
+    const auto nt = static_cast<int64_t>(hn::Lanes(dt));
+    const T* r[4];
+    for (int j = 0; j < 4; ++j) r[j] = src + std::min(j, rows - 1) * row_stride;
+    const auto zero = hn::Zero(dt);
+    int64_t q = 0;
+    for (; q + nt <= n; q += nt) {
+      const auto v0 = hn::LoadU(dt, r[0] + q);
+      const auto v1 = rows > 1 ? hn::LoadU(dt, r[1] + q) : zero;
+      const auto v2 = rows > 2 ? hn::LoadU(dt, r[2] + q) : zero;
+      const auto v3 = rows > 3 ? hn::LoadU(dt, r[3] + q) : zero;
+      hn::StoreInterleaved4(v0, v1, v2, v3, dt, dst + q * 4);
+    }
+    for (; q < n; ++q) {
+      for (int j = 0; j < 4; ++j) dst[q * 4 + j] = j < rows ? r[j][q] : T(0);
+    }
+    return;
+  }
   const S* __restrict from[L];
   for (int j = 0; j < L; ++j) from[j] = src + std::min(j, rows - 1) * row_stride;
   // All L lanes (the missing ones from the last row: a loop the compiler
@@ -557,6 +579,24 @@ inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* d
         }
         for (; q < m; ++q) row[q] = store<S>(wide[j][q]);
       }
+    }
+    return;
+  }
+  if constexpr (L == 4 && std::is_same_v<S, T>) {
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<T> dt;
+    const auto nt = static_cast<int64_t>(hn::Lanes(dt));
+    int64_t q = 0;
+    for (; q + nt <= n; q += nt) {
+      hn::Vec<decltype(dt)> v0, v1, v2, v3;
+      hn::LoadInterleaved4(dt, src + q * 4, v0, v1, v2, v3);
+      hn::StoreU(v0, dt, dst + q);
+      if (rows > 1) hn::StoreU(v1, dt, dst + row_stride + q);
+      if (rows > 2) hn::StoreU(v2, dt, dst + 2 * row_stride + q);
+      if (rows > 3) hn::StoreU(v3, dt, dst + 3 * row_stride + q);
+    }
+    for (; q < n; ++q) {
+      for (int j = 0; j < rows; ++j) dst[j * row_stride + q] = src[q * 4 + j];
     }
     return;
   }
