@@ -24,6 +24,8 @@ const Dims kShapes[] = {
     {1, 3, 11, 13, 9, 10},
     {2, 35, 9, 11, 13, 7},  // full and partial 16-channel blocks, several pixel tiles
     {2, 250, 3, 4, 5, 6},   // 16-channel sub-blocks in groups of 2, dgrid summed over groups
+    {1, 4, 9, 10, 7, 8},    // 4 lanes all used; planes of several 16-pixel vectors and a tail
+    {2, 6, 7, 9, 6, 11},    // 4-lane blocks of 4 and 2 channels
 };
 
 void expect_close(const Tensor& got, const Tensor& want, double k, const std::string& what) {
