@@ -21,8 +21,6 @@ import statistics
 import subprocess
 import time
 
-import torch
-
 MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
 PADS = {"zeros": 0, "border": 1, "reflection": 2}
 
@@ -40,6 +38,8 @@ CASES = [
 
 
 def torch_median_ms(shape, mode, pad, align, dtype, threads, reps, op="backward"):
+    import torch  # here, so that bench/thread_scaling.py can use this module without torch
+
     torch.set_num_threads(threads)
     n, c, hi, wi, ho, wo = shape
     dt = torch.float32 if dtype == "f32" else torch.float64
@@ -82,6 +82,7 @@ def main():
     ap.add_argument("--op", choices=["backward", "forward"], default="backward")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
+    import torch
 
     print(f"torch {torch.__version__}; {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs; {args.op}; medians of {args.rounds} rounds x {args.reps} reps\n")
