@@ -37,6 +37,14 @@ CASES = [
 ]
 
 
+def default_cli():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "tools", "gridsampler")
+
+
+def case_label(shape, mode, pad, align, dtype):
+    return f"{','.join(map(str, shape))} {mode} {pad} {str(align).lower()} {dtype}"
+
+
 def torch_median_ms(shape, mode, pad, align, dtype, threads, reps, op="backward"):
     import torch  # here, so that bench/thread_scaling.py can use this module without torch
 
@@ -74,8 +82,7 @@ def ours_median_ms(cli, shape, mode, pad, align, dtype, threads, reps, op="backw
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--cli", default=os.path.join(here, "..", "build", "tools", "gridsampler"))
+    ap.add_argument("--cli", default=default_cli())
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
@@ -95,7 +102,7 @@ def main():
     print(rule)
     speedups = {t: [] for t in threads}
     for shape, mode, pad, align, dtype in CASES:
-        row = f"| {','.join(map(str, shape))} {mode} {pad} {str(align).lower()} {dtype} |"
+        row = f"| {case_label(shape, mode, pad, align, dtype)} |"
         for t in threads:
             tt, oo = [], []
             for _ in range(args.rounds):

@@ -12,16 +12,14 @@ show how much a single round can mislead on a shared machine. No torch needed.
         [--threads 1,2] [--reps 10] [--rounds 7] [--op backward|forward]
 """
 import argparse
-import os
 import statistics
 
-from compare_torch import CASES, ours_median_ms
+from compare_torch import CASES, case_label, default_cli, ours_median_ms
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--cli", default=os.path.join(here, "..", "build", "tools", "gridsampler"))
+    ap.add_argument("--cli", default=default_cli())
     ap.add_argument("--threads", default="1,2", help="two thread counts, fewer first")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=7)
@@ -39,8 +37,8 @@ def main():
             b.append(ours_median_ms(args.cli, shape, mode, pad, align, dtype, many, args.reps, args.op)[0])
         ma, mb = statistics.median(a), statistics.median(b)
         rounds = " ".join(f"{x / y:.2f}" for x, y in sorted(zip(a, b), key=lambda p: p[0] / p[1]))
-        print(f"| {','.join(map(str, shape))} {mode} {pad} {str(align).lower()} {dtype} | {ma:.2f} | {mb:.2f} |"
-              f" {ma / mb:.2f}x | {rounds} |", flush=True)
+        print(f"| {case_label(shape, mode, pad, align, dtype)} | {ma:.2f} | {mb:.2f} | {ma / mb:.2f}x | {rounds} |",
+              flush=True)
 
 
 if __name__ == "__main__":
