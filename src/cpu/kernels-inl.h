@@ -98,24 +98,52 @@ inline void put_stencil(const Stencil<T, K>& s, int64_t i, int64_t plane, int64_
 // with Highway: accumulator indices and weights only (what the interleaved
 // backward reads). The arithmetic is bilinear_taps' (stencil.hpp), with two
 // shortcuts the caller guarantees to be exact: validity is decided on the
-// float coordinates (0 <= floor <= size - 1, exact while Hin and Win are at
-// most 2^24; NaN, infinite and huge coordinates fail it as to_index makes
-// them fail), and indices are formed in int32 (Hin * Win + Win < 2^31).
-inline void bilinear_taps_lanes(const float* ix, const float* iy, int count, int64_t in_h, int64_t in_w,
-                                Tile<float, 4>* t) {
+// floating-point coordinates (0 <= floor <= size - 1, exact while Hin and
+// Win are at most 2^24 for float, 2^53 for double; NaN, infinite and huge
+// coordinates fail it as to_index makes them fail), and indices are formed in
+// int32 for float (Hin * Win + Win < 2^31) and in double, converted to
+// int64, for double (Hin * Win + Win < 2^53: integers, so exact).
+template <class T, class D, class VF>
+inline auto tap_index(D di, VF row, VF col, int64_t in_w) {
   namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<float> df;
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::ConvertTo(di, row) * hn::Set(di, static_cast<int32_t>(in_w)) + hn::ConvertTo(di, col);
+  } else {
+    const hn::DFromV<VF> df;
+    return hn::ConvertTo(di, hn::Add(hn::Mul(row, hn::Set(df, static_cast<T>(in_w))), col));
+  }
+}
+
+// Indices of one tap for a vector of pixels into acc (int64); for float
+// through an int32 buffer, widened afterwards.
+template <class T, class TI>
+inline TI* tap_index_out(TI (&idx)[kTile], int64_t* acc) {
+  if constexpr (std::is_same_v<TI, int64_t>) {
+    return acc;
+  } else {
+    return idx;
+  }
+}
+
+template <class T>
+inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h, int64_t in_w,
+                                Tile<T, 4>* t) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<T> df;
   const hn::RebindToSigned<decltype(df)> di;
+  using TI = hn::TFromD<decltype(di)>;
   const int n = static_cast<int>(hn::Lanes(df));
-  const auto zero = hn::Zero(df), one = hn::Set(df, 1.0f), minus_one = hn::Set(df, -1.0f);
-  const auto x_last = hn::Set(df, static_cast<float>(in_w - 1));
-  const auto x_before_last = hn::Set(df, static_cast<float>(in_w - 2));
-  const auto y_last = hn::Set(df, static_cast<float>(in_h - 1));
-  const auto y_before_last = hn::Set(df, static_cast<float>(in_h - 2));
-  const auto width = hn::Set(di, static_cast<int32_t>(in_w));
-  const auto one_i = hn::Set(di, 1);
-  const auto dummy = hn::Set(di, static_cast<int32_t>(in_h * in_w));
-  alignas(64) int32_t idx[4][kTile];
+  const auto zero = hn::Zero(df), one = hn::Set(df, T(1)), minus_one = hn::Set(df, T(-1));
+  const auto x_last = hn::Set(df, static_cast<T>(in_w - 1));
+  const auto x_before_last = hn::Set(df, static_cast<T>(in_w - 2));
+  const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
+  const auto y_before_last = hn::Set(df, static_cast<T>(in_h - 2));
+  const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
+  const auto one_i = hn::Set(di, TI(1));
+  const auto width = hn::Set(di, static_cast<TI>(in_w));
+  alignas(64) TI idx[4][kTile];
+  TI* out[4];
+  for (int k = 0; k < 4; ++k) out[k] = tap_index_out<T>(idx[k], t->acc[k]);
   for (int i = 0; i < count; i += n) {
     const auto x = hn::LoadU(df, ix + i), y = hn::LoadU(df, iy + i);
     const auto fx = hn::Floor(x), fy = hn::Floor(y);
@@ -124,11 +152,10 @@ inline void bilinear_taps_lanes(const float* ix, const float* iy, int count, int
     const auto x0 = hn::And(fx >= zero, fx <= x_last), x1 = hn::And(fx >= minus_one, fx <= x_before_last);
     const auto y0 = hn::And(fy >= zero, fy <= y_last), y1 = hn::And(fy >= minus_one, fy <= y_before_last);
     // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.
-    const auto xi = hn::ConvertTo(di, hn::IfThenElseZero(hn::Or(x0, x1), fx));
-    const auto yi = hn::ConvertTo(di, hn::IfThenElseZero(hn::Or(y0, y1), fy));
-    const auto base = yi * width + xi;
+    const auto base = tap_index<T>(di, hn::IfThenElseZero(hn::Or(y0, y1), fy), hn::IfThenElseZero(hn::Or(x0, x1), fx),
+                                   in_w);
     auto put = [&](int k, auto valid, auto index, auto w, auto dx, auto dy) {
-      hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, idx[k] + i);
+      hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out[k] + i);
       hn::StoreU(hn::IfThenElseZero(valid, w), df, t->w[k] + i);
       hn::StoreU(hn::IfThenElseZero(valid, dx), df, t->dwx[k] + i);
       hn::StoreU(hn::IfThenElseZero(valid, dy), df, t->dwy[k] + i);
@@ -138,36 +165,41 @@ inline void bilinear_taps_lanes(const float* ix, const float* iy, int count, int
     put(2, hn::And(y1, x0), base + width, north * east, hn::Neg(north), east);
     put(3, hn::And(y1, x1), base + width + one_i, north * west, north, west);
   }
-  for (int k = 0; k < 4; ++k) {
-    for (int i = 0; i < count; ++i) t->acc[k][i] = idx[k][i];
+  if constexpr (!std::is_same_v<TI, int64_t>) {
+    for (int k = 0; k < 4; ++k) {
+      for (int i = 0; i < count; ++i) t->acc[k][i] = idx[k][i];
+    }
   }
 }
 
 // The nearest taps likewise (the same shortcuts; rounding half to even like
 // nearbyint).
-inline void nearest_taps_lanes(const float* ix, const float* iy, int count, int64_t in_h, int64_t in_w,
-                               Tile<float, 1>* t) {
+template <class T>
+inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h, int64_t in_w,
+                               Tile<T, 1>* t) {
   namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<float> df;
+  const hn::ScalableTag<T> df;
   const hn::RebindToSigned<decltype(df)> di;
+  using TI = hn::TFromD<decltype(di)>;
   const int n = static_cast<int>(hn::Lanes(df));
-  const auto zero = hn::Zero(df), one = hn::Set(df, 1.0f);
-  const auto x_last = hn::Set(df, static_cast<float>(in_w - 1));
-  const auto y_last = hn::Set(df, static_cast<float>(in_h - 1));
-  const auto width = hn::Set(di, static_cast<int32_t>(in_w));
-  const auto dummy = hn::Set(di, static_cast<int32_t>(in_h * in_w));
-  alignas(64) int32_t idx[kTile];
+  const auto zero = hn::Zero(df), one = hn::Set(df, T(1));
+  const auto x_last = hn::Set(df, static_cast<T>(in_w - 1));
+  const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
+  const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
+  alignas(64) TI idx[kTile];
+  TI* out = tap_index_out<T>(idx, t->acc[0]);
   for (int i = 0; i < count; i += n) {
     const auto rx = hn::Round(hn::LoadU(df, ix + i)), ry = hn::Round(hn::LoadU(df, iy + i));
     const auto valid = hn::And(hn::And(rx >= zero, rx <= x_last), hn::And(ry >= zero, ry <= y_last));
-    const auto xi = hn::ConvertTo(di, hn::IfThenElseZero(valid, rx));
-    const auto yi = hn::ConvertTo(di, hn::IfThenElseZero(valid, ry));
-    hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), yi * width + xi, dummy), di, idx + i);
+    const auto index = tap_index<T>(di, hn::IfThenElseZero(valid, ry), hn::IfThenElseZero(valid, rx), in_w);
+    hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out + i);
     hn::StoreU(hn::IfThenElseZero(valid, one), df, t->w[0] + i);
     hn::StoreU(zero, df, t->dwx[0] + i);
     hn::StoreU(zero, df, t->dwy[0] + i);
   }
-  for (int i = 0; i < count; ++i) t->acc[0][i] = idx[i];
+  if constexpr (!std::is_same_v<TI, int64_t>) {
+    for (int i = 0; i < count; ++i) t->acc[0][i] = idx[i];
+  }
 }
 
 // The bicubic taps of a tile's grid values, likewise (accumulator indices
@@ -338,9 +370,12 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
       iy[i] = coords::source_index<P>(gy[i], p.in_h, kAlign, &t->mult_y[i]);
     }
 #if HWY_TARGET != HWY_SCALAR
-    if constexpr (!kOffsets && std::is_same_v<T, float>) {
-      constexpr int64_t kExact = int64_t{1} << 24;
-      if (p.in_w <= kExact && p.in_h <= kExact && plane + p.in_w < (int64_t{1} << 31)) {
+    if constexpr (!kOffsets) {
+      // Where the vector builders are exact (see bilinear_taps_lanes).
+      constexpr bool kFloat = std::is_same_v<T, float>;
+      constexpr int64_t kExact = int64_t{1} << (kFloat ? 24 : 53);
+      constexpr int64_t kIndexLimit = int64_t{1} << (kFloat ? 31 : 53);
+      if (p.in_w <= kExact && p.in_h <= kExact && plane + p.in_w < kIndexLimit) {
         std::fill(ix + count, ix + kTile, T(0));
         std::fill(iy + count, iy + kTile, T(0));
         if constexpr (M == Interpolation::kBilinear) {
