@@ -114,9 +114,9 @@ inline auto tap_index(D di, VF row, VF col, int64_t in_w) {
   }
 }
 
-// Indices of one tap for a vector of pixels into acc (int64); for float
-// through an int32 buffer, widened afterwards.
-template <class T, class TI>
+// Where the builders store one tap's indices: straight into the tile's
+// int64 row for double; for float an int32 buffer, widened afterwards.
+template <class TI>
 inline TI* tap_index_out(TI (&idx)[kTile], int64_t* acc) {
   if constexpr (std::is_same_v<TI, int64_t>) {
     return acc;
@@ -143,7 +143,7 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
   const auto width = hn::Set(di, static_cast<TI>(in_w));
   alignas(64) TI idx[4][kTile];
   TI* out[4];
-  for (int k = 0; k < 4; ++k) out[k] = tap_index_out<T>(idx[k], t->acc[k]);
+  for (int k = 0; k < 4; ++k) out[k] = tap_index_out(idx[k], t->acc[k]);
   for (int i = 0; i < count; i += n) {
     const auto x = hn::LoadU(df, ix + i), y = hn::LoadU(df, iy + i);
     const auto fx = hn::Floor(x), fy = hn::Floor(y);
@@ -187,7 +187,7 @@ inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h
   const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
   const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
   alignas(64) TI idx[kTile];
-  TI* out = tap_index_out<T>(idx, t->acc[0]);
+  TI* out = tap_index_out(idx, t->acc[0]);
   for (int i = 0; i < count; i += n) {
     const auto rx = hn::Round(hn::LoadU(df, ix + i)), ry = hn::Round(hn::LoadU(df, iy + i));
     const auto valid = hn::And(hn::And(rx >= zero, rx <= x_last), hn::And(ry >= zero, ry <= y_last));
@@ -744,8 +744,9 @@ inline void backward_lanes(const Tile<T, K>& t, const T* __restrict gt, const T*
 }
 
 // out[2 * i] = ax[i] * bx[i], out[2 * i + 1] = ay[i] * by[i] for i < count
-// (a tile's dgrid, or with a = 1 its partial sums, written as pairs), with
-// Highway: the scalar loop cost ~8% of the batch-1 backward (perf).
+// (a tile's dgrid; with bx and by null, ax[i] and ay[i] themselves: its
+// partial sums), written as pairs with Highway: the scalar loop cost ~8% of
+// the batch-1 backward (perf).
 // Products are plain multiplies, so every target gives the same bits.
 template <class S, class T>
 inline void store_pairs(const T* ax, const T* bx, const T* ay, const T* by, int count, S* __restrict out) {
