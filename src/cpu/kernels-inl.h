@@ -76,6 +76,12 @@ struct Tile {
   T mult_y[kTile];
 };
 
+// Whether a grid-shaped tensor (N, Hout, Wout, 2), the grid or dgrid, is
+// dense within an image: its pixels are then consecutive (x, y) pairs.
+inline bool dense_pairs(const Shape4& strides, int64_t out_w) {
+  return strides[3] == 1 && strides[2] == 2 && strides[1] == 2 * out_w;
+}
+
 // Stores one pixel's stencil into the tile; without kOffsets, only what the
 // interleaved backward reads (accumulator indices and weights).
 template <bool kOffsets, class T, int K>
@@ -331,7 +337,7 @@ void fill_tile(const Problem& p, const TensorView& grid, const Shape4& out_strid
   // Where each pixel's grid values are and where its grad/output value goes:
   // runs of consecutive pixels when the grid and the planes are dense.
   T gx[kTile], gy[kTile];
-  if (gs[3] == 1 && gs[2] == 2 && gs[1] == 2 * p.out_w) {
+  if (dense_pairs(gs, p.out_w)) {
     const S* g = gr + 2 * p0;
     for (int64_t i = 0; i < count; ++i) {
       gx[i] = load(g[2 * i]);
@@ -1063,8 +1069,7 @@ void backward_impl(const BackwardPlan& plan, const TensorView& grad, const Tenso
             }
           }
         }
-        if (want_dgrid && blocks == 1 && dgs[3] == 1 && dgs[2] == 2 && dgs[1] == 2 * p.out_w) {
-          // Dense dgrid: the tile's pixels are consecutive pairs.
+        if (want_dgrid && blocks == 1 && dense_pairs(dgs, p.out_w)) {
           store_pairs<S>(t.mult_x, gx, t.mult_y, gy, t.count, dgp + n * dgs[0] + 2 * p0);
         } else if (want_dgrid && blocks == 1) {
           int64_t h = p0 / p.out_w, w = p0 % p.out_w;
