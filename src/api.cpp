@@ -5,7 +5,7 @@
 
 #include "core/memory.hpp"
 #include "core/validate.hpp"
-#include "cpu/kernels.hpp"
+#include "cpu/plan.hpp"
 #include "gridsampler/gridsampler.hpp"
 
 namespace gridsampler {

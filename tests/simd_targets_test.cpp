@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/problem.hpp"
-#include "cpu/kernels.hpp"
+#include "cpu/dispatch.hpp"
 
 namespace gstest {
 namespace {

@@ -7,7 +7,7 @@
 #include "aclnn/handles.hpp"
 #include "aclnnop/aclnn_grid_sampler2d.h"
 #include "aclnnop/aclnn_grid_sampler2d_backward.h"
-#include "cpu/kernels.hpp"
+#include "cpu/plan.hpp"
 
 namespace gridsampler::aclnn {
 namespace {

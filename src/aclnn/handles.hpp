@@ -10,7 +10,7 @@
 
 #include "acl/acl.h"
 #include "core/validate.hpp"
-#include "cpu/kernels.hpp"
+#include "cpu/plan.hpp"
 #include "gridsampler/gridsampler.hpp"
 
 struct aclTensor {

@@ -1,5 +1,5 @@
-// The BFloat16 kernels for every compiled SIMD target, and their run-time choice.
-// (One file per dtype, so the four compile in parallel.)
+// The kernels of one dtype, compiled for every SIMD target (Highway's
+// foreach_target). One file per dtype, so that they compile in parallel.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/kernels_bf16.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep

@@ -1,26 +1,27 @@
-// Sizes that shape the CPU kernels' work, shared by the planner
-// (kernels.cpp) and the kernels of every SIMD target (kernels-inl.h).
+// Sizes that shape the CPU kernels' work, read by the planner (plan.cpp) and
+// by the kernels of every SIMD target. Why each has its value is measured in
+// docs/performance.md.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include <omp.h>
-
-#include "core/validate.hpp"
-
 namespace gridsampler::cpu {
 
-constexpr int kTile = 64;                             // output pixels per tile
-constexpr int kLanes = 16;                            // channels per interleaved block
-constexpr int kNarrowLanes = 4;                       // ... for 2 to 7 channels
-// An interleaved task's accumulators (and, as much again, its input values):
-// 1 MiB keeps both in a 2 MiB L2. (With 2 MiB, float64 8,64,64,64,64,64,
-// whose groups are half as large with 1 MiB, took 11% longer at 1 thread:
-// medians of 11 interleaved runs.)
+constexpr int kTile = 64;         // output pixels per tile (one builder call)
+constexpr int kLanes = 16;        // channels per interleaved block
+constexpr int kNarrowLanes = 4;   // ... for 2 to 7 channels
+// An interleaved backward task's accumulators (and, as much again, its input
+// values): 1 MiB keeps both in a 2 MiB L2.
 constexpr std::size_t kGroupBytes = 1 << 20;
 constexpr std::size_t kAccumulatorBytes = 256 << 10;  // a planar task's dx accumulators (L2-sized)
 constexpr int64_t kMinTasks = 16;          // below this, split pixels (fixed, not per machine)
 constexpr int64_t kMinChunkPixels = 1024;  // ... but never into chunks smaller than this
+// Interleaved copies of the input: at most this per block (both directions)
+// and, for the forward's per-thread copies, in all.
+constexpr uint64_t kMaxInterleavedBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxForwardCopyBytes = uint64_t{256} << 20;
+// Chunked dx needs accumulators per chunk: not worth it past this.
+constexpr uint64_t kMaxPartialBytes = uint64_t{256} << 20;
 
 }  // namespace gridsampler::cpu

@@ -1,28 +1,19 @@
-// The planner: decides how the work is split (from the problem's shape only,
-// so results do not depend on the thread count) and picks the kernel for the
-// SIMD target chosen for this CPU.
-#include "cpu/kernels.hpp"
+// The planner: how a call's work is split (from the problem's shape; see
+// plan.hpp), which driver and builder run it, and its scratch layout.
+#include "cpu/plan.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/dtype.hpp"
+#include "core/memory.hpp"
+#include "cpu/dispatch.hpp"
 #include "cpu/tuning.hpp"
-#include "hwy/highway.h"
-#include "hwy/targets.h"
 
 namespace gridsampler::cpu {
-
-// One per dtype, in kernels_<dtype>.cpp.
-void kernels_f16(KernelTable* table);
-void kernels_bf16(KernelTable* table);
-void kernels_f32(KernelTable* table);
-void kernels_f64(KernelTable* table);
-
 namespace {
 
 using detail::Problem;
@@ -41,6 +32,22 @@ uint64_t add(uint64_t a, uint64_t b) {
   return __builtin_add_overflow(a, b, &r) ? kSaturated : r;
 }
 uint64_t align_up(uint64_t v) { return v >= kSaturated - 63 ? kSaturated : (v + 63) / 64 * 64; }
+
+// Bytes of one value in the compute type (float, or double for float64).
+uint64_t compute_size(DType dtype) { return dtype == DType::kFloat64 ? sizeof(double) : sizeof(float); }
+
+// Channels in blocks of kLanes, interleaved, when there are enough of them to
+// fill most lanes, in blocks of kNarrowLanes for 2 to 7 channels (one cache
+// line per tap then serves every channel, where planes would take one each).
+int lanes_for(int64_t channels) { return channels >= kLanes / 2 ? kLanes : kNarrowLanes; }
+
+Path path_of(int lanes) {
+  return lanes == kLanes ? Path::kLanes : lanes == kNarrowLanes ? Path::kNarrowLanes : Path::kPlanar;
+}
+
+int resolve_threads(const Problem& p) {
+  return p.options.num_threads > 0 ? p.options.num_threads : omp_get_max_threads();
+}
 
 // Sets every element of a (validated, non-self-overlapping) view to +0.0:
 // all-zero bits in every supported dtype.
@@ -74,59 +81,56 @@ void backward_empty(const BackwardPlan& plan, const TensorView&, const TensorVie
   if (plan.problem.mask.grid) zero_view(dgrid);
 }
 
-int resolve_threads(const Problem& p) {
-  return p.options.num_threads > 0 ? p.options.num_threads : omp_get_max_threads();
-}
-
-// GRIDSAMPLER_SIMD_TARGET=<name> (AVX3, AVX2, SCALAR, ...) restricts the
-// choice to that target when the library is first used (for benchmarks and
-// tools like valgrind that lack some instruction sets).
-void apply_environment() {
-  static const bool once = [] {
-    if (const char* want = std::getenv("GRIDSAMPLER_SIMD_TARGET")) {
-      for (int64_t t = hwy::SupportedTargets() & HWY_TARGETS; t != 0; t &= t - 1) {
-        const int64_t bit = t & -t;
-        if (std::strcmp(hwy::TargetName(bit), want) == 0) hwy::SetSupportedTargetsForTest(bit);
-      }
-    }
-    return true;
-  }();
-  (void)once;
-}
-
-KernelTable table_for(DType dtype) {
-  apply_environment();
-  KernelTable table{};
-  switch (dtype) {
-    case DType::kFloat16: kernels_f16(&table); break;
-    case DType::kBFloat16: kernels_bf16(&table); break;
-    case DType::kFloat32: kernels_f32(&table); break;
-    case DType::kFloat64: kernels_f64(&table); break;
+ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
+  ForwardPlan plan;
+  plan.problem = p;
+  plan.threads = resolve_threads(p);
+  // Interleaved for 2 channels or more, with one channel-minor copy of a
+  // block's plane per thread, as long as the copies stay reasonable.
+  const uint64_t elem = compute_size(p.dtype);
+  const auto slot = static_cast<uint64_t>(p.in_h * p.in_w) + 1;
+  const int lanes = lanes_for(p.c);
+  if (allow_copies && !p.empty() && p.c >= 2 && slot <= kMaxInterleavedBytes / (lanes * elem) &&
+      static_cast<uint64_t>(plan.threads) <= kMaxForwardCopyBytes / (slot * lanes * elem)) {
+    plan.lanes = lanes;
+    plan.copy_elems = static_cast<int64_t>(slot * lanes);
+    plan.copy_bytes = static_cast<std::size_t>(plan.threads * slot * lanes * elem);
+    const int64_t pixels = p.out_h * p.out_w;
+    const int64_t plane = p.in_h * p.in_w;
+    plan.blocks = (p.c + lanes - 1) / lanes;
+    // Enough pixel ranges to feed the threads, none much smaller than the
+    // plane it copies (each output value depends on its pixel alone, so
+    // this split changes no bits).
+    const int64_t tasks = p.n * plan.blocks;
+    const int64_t want = (2 * static_cast<int64_t>(plan.threads) + tasks - 1) / tasks;
+    plan.ranges =
+        std::clamp<int64_t>(std::min(want, pixels / std::max<int64_t>(plane / 2, kTile)), 1, pixels);
+    plan.range_pixels = ((pixels + plan.ranges - 1) / plan.ranges + kTile - 1) / kTile * kTile;
   }
-  return table;
-}
-
-int index_of(const Problem& p) {
-  return (static_cast<int>(p.options.interpolation) * 3 + static_cast<int>(p.options.padding)) * 2 +
-         (p.options.align_corners ? 1 : 0);
+  const KernelTable table = kernels(p.dtype);
+  const auto mode = static_cast<int>(p.options.interpolation);
+  plan.fn = table.forward[mode][static_cast<int>(path_of(plan.lanes))];
+  plan.build = builder(table, p.options, plan.lanes > 1 ? TapForm::kFlat : TapForm::kStrided);
+  return plan;
 }
 
 }  // namespace
 
-int64_t available_targets() { return hwy::SupportedTargets() & HWY_TARGETS; }
-int64_t current_target() {
-  const int64_t targets = available_targets();
-  return targets & -targets;  // the lowest bit is the best target
-}
-void force_targets(int64_t targets) { hwy::SetSupportedTargetsForTest(targets); }
-const char* target_name(int64_t target) { return hwy::TargetName(target); }
+ForwardPlan plan_forward(const Problem& problem) { return plan_forward(problem, true); }
 
-ForwardPlan plan_forward(const Problem& problem) {
-  ForwardPlan plan;
-  plan.problem = problem;
-  plan.threads = resolve_threads(problem);
-  plan.fn = table_for(problem.dtype).forward[index_of(problem)];
-  return plan;
+void run_forward(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
+                 const MutableTensorView& output) {
+  if (plan.copy_bytes == 0) {
+    plan.fn(plan, input, grid, output, nullptr);
+    return;
+  }
+  void* copies = detail::cached_buffer(plan.copy_bytes);
+  if (copies != nullptr) {
+    plan.fn(plan, input, grid, output, copies);
+    return;
+  }
+  const ForwardPlan planar = plan_forward(plan.problem, false);
+  planar.fn(planar, input, grid, output, nullptr);
 }
 
 BackwardPlan plan_backward(const Problem& p) {
@@ -137,19 +141,15 @@ BackwardPlan plan_backward(const Problem& p) {
     plan.fn = &backward_empty;
     return plan;  // no workspace
   }
-  plan.fn = table_for(p.dtype).backward[index_of(p)];
-  const uint64_t elem = p.dtype == DType::kFloat64 ? sizeof(double) : sizeof(float);
+  const uint64_t elem = compute_size(p.dtype);
   const int64_t pixels = p.out_h * p.out_w;
-  const int64_t slot = p.in_h * p.in_w + 1;
+  const int64_t plane = p.in_h * p.in_w;
+  const int64_t slot = plane + 1;  // a plane and its zero slot
   const int64_t c = std::max<int64_t>(p.c, 1);
-  // Channels in blocks of kLanes, interleaved, when there are enough of them
-  // to fill most lanes, in blocks of kNarrowLanes for 2 to 7 channels (one
-  // cache line per tap then serves every channel, where planes would take
-  // one each), as long as the two [pixel][lane] buffers stay reasonable;
+  // Interleaved as long as the two [pixel][lane] buffers stay reasonable;
   // otherwise planar blocks of as many accumulator planes as fit
   // kAccumulatorBytes.
-  constexpr uint64_t kMaxInterleavedBytes = uint64_t{64} << 20;
-  const int lanes = c >= kLanes / 2 ? kLanes : kNarrowLanes;
+  const int lanes = lanes_for(c);
   if (c >= 2 && mul(mul(2 * lanes, elem), slot) <= kMaxInterleavedBytes) plan.lanes = lanes;
   if (plan.lanes > 1) {
     // A task takes a group of sub-blocks of `lanes` channels, so that the
@@ -181,12 +181,11 @@ BackwardPlan plan_backward(const Problem& p) {
     const int64_t min_chunk = std::max(kMinChunkPixels, slot / 2);
     chunks = std::min((kMinTasks + tasks - 1) / tasks, std::max<int64_t>(pixels / min_chunk, 1));
   }
-  // Chunked dx needs accumulators per chunk: not worth it past kMaxPartialBytes.
-  constexpr uint64_t kMaxPartialBytes = uint64_t{256} << 20;
   if (mul(mul(mul(tasks, chunks), plan.accumulator_elems), elem) > kMaxPartialBytes) chunks = 1;
   plan.pixel_chunks = chunks;
   const int64_t chunk = (pixels + chunks - 1) / chunks;
   plan.chunk_pixels = std::max<int64_t>((chunk + kTile - 1) / kTile * kTile, kTile);
+  plan.span = ((plane + chunks - 1) / chunks + kLanes - 1) / kLanes * kLanes;
 
   uint64_t bytes = 0;
   auto take = [&](uint64_t size) {
@@ -202,16 +201,18 @@ BackwardPlan plan_backward(const Problem& p) {
   }
   // Input values in [pixel][lane] order, once per (n, block), shared by its
   // chunks (bounded like the chunks' partials, by kMaxPartialBytes / chunks).
-  const bool need_values = p.mask.grid && p.options.interpolation != Interpolation::kNearest;
-  const bool shared_values = plan.lanes > 1 && need_values && chunks > 1;
-  if (shared_values) plan.values = take(mul(mul(tasks, plan.accumulator_elems), elem));
+  plan.need_values = p.mask.grid && p.options.interpolation != Interpolation::kNearest;
+  plan.shared_values = plan.lanes > 1 && plan.need_values && chunks > 1;
+  if (plan.shared_values) plan.values = take(mul(mul(tasks, plan.accumulator_elems), elem));
   // Per thread: one task's accumulators (unless chunks accumulate in the
   // workspace) and, interleaved, the block's input values (unless shared)
   // and a grad tile. (Interleaved buffers are bounded by kMaxInterleavedBytes.)
   uint64_t elems = 0;
   if (p.mask.input && chunks == 1) elems = add(elems, plan.accumulator_elems);
   if (plan.lanes > 1) {
-    if (need_values && !shared_values) elems = add(elems, plan.accumulator_elems);
+    plan.scratch_values = static_cast<int64_t>(elems);
+    if (plan.need_values && !plan.shared_values) elems = add(elems, plan.accumulator_elems);
+    plan.scratch_grad = static_cast<int64_t>(elems);
     elems = add(elems, kTile * plan.lanes);
   }
   if (elems > 0) {
@@ -221,6 +222,10 @@ BackwardPlan plan_backward(const Problem& p) {
   }
   // Slack to align any pointer to 64. A saturated size stays saturated.
   plan.workspace_bytes = static_cast<std::size_t>(bytes > 0 ? add(bytes, 64) : 0);
+
+  const KernelTable table = kernels(p.dtype);
+  plan.fn = table.backward[static_cast<int>(p.options.interpolation)][static_cast<int>(path_of(plan.lanes))];
+  plan.build = builder(table, p.options, plan.lanes > 1 ? TapForm::kFlat : TapForm::kStrided);
   return plan;
 }
 

@@ -1,0 +1,418 @@
+// Stencil builders: a tile of output pixels -> its taps (tile.hpp). The
+// only kernel code specialised on padding and align_corners; compiled per
+// SIMD target and dtype, and exported as a table of builder functions
+// (fill_builders) that drivers call once per tile.
+//
+// Bilinear and nearest pad each pixel's coordinates with the scalar policy
+// (core/coords.hpp), then form taps with vector code; bicubic forms its taps
+// with vector code throughout (padding per tap in int32). Where the vector
+// shortcuts are not exact (huge images, non-finite or huge coordinates,
+// reflected taps that need more than two folds) the scalar stencil
+// (stencil.hpp) makes the pixel's taps, so every target gives the scalar
+// policy's result. The strided form (planar kernels) is made by the scalar
+// stencil alone.
+
+// Target-independent includes (normal include guards).
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/coords.hpp"
+#include "core/dtype.hpp"
+#include "cpu/dispatch.hpp"
+#include "cpu/stencil.hpp"
+#include "cpu/tile.hpp"
+
+// Per-target part: re-included once for every target.
+#if defined(GRIDSAMPLER_CPU_BUILDERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GRIDSAMPLER_CPU_BUILDERS_INL_H_
+#undef GRIDSAMPLER_CPU_BUILDERS_INL_H_
+#else
+#define GRIDSAMPLER_CPU_BUILDERS_INL_H_
+#endif
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gridsampler::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+
+// Stores one pixel's stencil into the tile; in the flat form only what the
+// interleaved kernels read (flat indices and weights).
+template <bool kStrided, class T, int K>
+inline void put_stencil(const Stencil<T, K>& s, int64_t i, int64_t plane, int64_t in_w,
+                        const Shape4& in_strides, Tile<T, K>* t) {
+  for (int k = 0; k < K; ++k) {
+    const bool ok = s.valid[k];
+    if constexpr (kStrided) {
+      t->valid[k][i] = ok;
+      t->in_off[k][i] = ok ? s.y[k] * in_strides[2] + s.x[k] * in_strides[3] : 0;
+    }
+    t->acc[k][i] = ok ? s.y[k] * in_w + s.x[k] : plane;
+    t->w[k][i] = ok ? s.w[k] : T(0);
+    t->dw[0][k][i] = ok ? s.dw_dx[k] : T(0);
+    t->dw[1][k][i] = ok ? s.dw_dy[k] : T(0);
+  }
+}
+
+// The bilinear taps of a tile's padded coordinates, vectorised over pixels
+// with Highway: accumulator indices and weights only (what the interleaved
+// backward reads). The arithmetic is bilinear_taps' (stencil.hpp), with two
+// shortcuts the caller guarantees to be exact: validity is decided on the
+// floating-point coordinates (0 <= floor <= size - 1, exact while Hin and
+// Win are at most 2^24 for float, 2^53 for double; NaN, infinite and huge
+// coordinates fail it as to_index makes them fail), and indices are formed in
+// int32 for float (Hin * Win + Win < 2^31) and in double, converted to
+// int64, for double (Hin * Win + Win < 2^53: integers, so exact).
+template <class T, class D, class VF>
+inline auto tap_index(D di, VF row, VF col, int64_t in_w) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::ConvertTo(di, row) * hn::Set(di, static_cast<int32_t>(in_w)) + hn::ConvertTo(di, col);
+  } else {
+    const hn::DFromV<VF> df;
+    return hn::ConvertTo(di, hn::Add(hn::Mul(row, hn::Set(df, static_cast<T>(in_w))), col));
+  }
+}
+
+// Where the builders store one tap's indices: straight into the tile's
+// int64 row for double; for float an int32 buffer, widened afterwards.
+template <class TI>
+inline TI* tap_index_out(TI (&idx)[kTile], int64_t* acc) {
+  if constexpr (std::is_same_v<TI, int64_t>) {
+    return acc;
+  } else {
+    return idx;
+  }
+}
+
+template <class T>
+inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h, int64_t in_w,
+                                Tile<T, 4>* t) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<T> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  using TI = hn::TFromD<decltype(di)>;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto zero = hn::Zero(df), one = hn::Set(df, T(1)), minus_one = hn::Set(df, T(-1));
+  const auto x_last = hn::Set(df, static_cast<T>(in_w - 1));
+  const auto x_before_last = hn::Set(df, static_cast<T>(in_w - 2));
+  const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
+  const auto y_before_last = hn::Set(df, static_cast<T>(in_h - 2));
+  const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
+  const auto one_i = hn::Set(di, TI(1));
+  const auto width = hn::Set(di, static_cast<TI>(in_w));
+  alignas(64) TI idx[4][kTile];
+  TI* out[4];
+  for (int k = 0; k < 4; ++k) out[k] = tap_index_out(idx[k], t->acc[k]);
+  for (int i = 0; i < count; i += n) {
+    const auto x = hn::LoadU(df, ix + i), y = hn::LoadU(df, iy + i);
+    const auto fx = hn::Floor(x), fy = hn::Floor(y);
+    const auto west = x - fx, east = (fx + one) - x;
+    const auto north = y - fy, south = (fy + one) - y;
+    const auto x0 = hn::And(fx >= zero, fx <= x_last), x1 = hn::And(fx >= minus_one, fx <= x_before_last);
+    const auto y0 = hn::And(fy >= zero, fy <= y_last), y1 = hn::And(fy >= minus_one, fy <= y_before_last);
+    // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.
+    const auto base = tap_index<T>(di, hn::IfThenElseZero(hn::Or(y0, y1), fy), hn::IfThenElseZero(hn::Or(x0, x1), fx),
+                                   in_w);
+    auto put = [&](int k, auto valid, auto index, auto w, auto dx, auto dy) {
+      hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out[k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, w), df, t->w[k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, dx), df, t->dw[0][k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, dy), df, t->dw[1][k] + i);
+    };
+    put(0, hn::And(y0, x0), base, south * east, hn::Neg(south), hn::Neg(east));
+    put(1, hn::And(y0, x1), base + one_i, south * west, south, hn::Neg(west));
+    put(2, hn::And(y1, x0), base + width, north * east, hn::Neg(north), east);
+    put(3, hn::And(y1, x1), base + width + one_i, north * west, north, west);
+  }
+  if constexpr (!std::is_same_v<TI, int64_t>) {
+    for (int k = 0; k < 4; ++k) {
+      for (int i = 0; i < count; ++i) t->acc[k][i] = idx[k][i];
+    }
+  }
+}
+
+// The nearest taps likewise (the same shortcuts; rounding half to even like
+// nearbyint).
+template <class T>
+inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h, int64_t in_w,
+                               Tile<T, 1>* t) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<T> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  using TI = hn::TFromD<decltype(di)>;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto zero = hn::Zero(df), one = hn::Set(df, T(1));
+  const auto x_last = hn::Set(df, static_cast<T>(in_w - 1));
+  const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
+  const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
+  alignas(64) TI idx[kTile];
+  TI* out = tap_index_out(idx, t->acc[0]);
+  for (int i = 0; i < count; i += n) {
+    const auto rx = hn::Round(hn::LoadU(df, ix + i)), ry = hn::Round(hn::LoadU(df, iy + i));
+    const auto valid = hn::And(hn::And(rx >= zero, rx <= x_last), hn::And(ry >= zero, ry <= y_last));
+    const auto index = tap_index<T>(di, hn::IfThenElseZero(valid, ry), hn::IfThenElseZero(valid, rx), in_w);
+    hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out + i);
+    hn::StoreU(hn::IfThenElseZero(valid, one), df, t->w[0] + i);
+    hn::StoreU(zero, df, t->dw[0][0] + i);
+    hn::StoreU(zero, df, t->dw[1][0] + i);
+  }
+  if constexpr (!std::is_same_v<TI, int64_t>) {
+    for (int i = 0; i < count; ++i) t->acc[0][i] = idx[i];
+  }
+}
+
+// The bicubic taps of a tile's grid values, likewise (accumulator indices
+// and weights), with the arithmetic of build_stencil (stencil.hpp, coords.hpp)
+// in the same order. A tap position p = floor(ix) - 1 + i is padded in int32:
+// border clamps it; reflection folds it at most twice (below 0, then above
+// the last pixel), which is exactly what the float policy does to integral
+// positions. Pixels this cannot do exactly are marked in `fallback` for the
+// scalar path: a non-finite or large coordinate (|ix| >= 2^22, beyond which
+// floor(ix) - 1 + i is not exact in float), or a reflected tap still outside
+// the image after two folds. Requires Hin * Win + Win < 2^31.
+template <Padding P, bool kAlign>
+inline void bicubic_taps_lanes(const float* grid_x, const float* grid_y, int count, int64_t in_h, int64_t in_w,
+                               Tile<float, 16>* t, bool* fallback) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  using VF = hn::Vec<decltype(df)>;
+  using VI = hn::Vec<decltype(di)>;
+  using MI = hn::Mask<decltype(di)>;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto one = hn::Set(df, 1.0f), half = hn::Set(df, 0.5f);
+  const auto limit = hn::Set(df, 4194304.0f);  // 2^22
+  const auto a = hn::Set(df, -0.75f);
+  const auto width = hn::Set(di, static_cast<int32_t>(in_w));
+  const auto dummy = hn::Set(di, static_cast<int32_t>(in_h * in_w));
+  const float mult_x = coords::unnormalize_slope<float>(in_w, kAlign);
+  const float mult_y = coords::unnormalize_slope<float>(in_h, kAlign);
+  alignas(64) int32_t idx[16][kTile];
+  // Grid value -> unpadded source coordinate (coords::unnormalize).
+  auto unnormalize = [&](VF g, int64_t size) {
+    if constexpr (kAlign) return hn::Mul(hn::Mul(hn::Add(g, one), half), hn::Set(df, static_cast<float>(size - 1)));
+    return hn::Mul(hn::Sub(hn::Mul(hn::Add(g, one), hn::Set(df, static_cast<float>(size))), one), half);
+  };
+  // coords::cubic_weights and coords::cubic_weight_grads, term by term.
+  auto weights = [&](VF frac, VF w[4], VF g[4]) {
+    const auto a2 = hn::Add(a, hn::Set(df, 2.0f)), a3 = hn::Add(a, hn::Set(df, 3.0f));
+    const auto a5 = hn::Mul(hn::Set(df, 5.0f), a), a8 = hn::Mul(hn::Set(df, 8.0f), a);
+    const auto a4 = hn::Mul(hn::Set(df, 4.0f), a), a10 = hn::Mul(hn::Set(df, 10.0f), a);
+    auto near = [&](VF x) { return hn::Add(hn::Mul(hn::Mul(hn::Sub(hn::Mul(a2, x), a3), x), x), one); };
+    auto far = [&](VF x) { return hn::Sub(hn::Mul(hn::Add(hn::Mul(hn::Sub(hn::Mul(a, x), a5), x), a8), x), a4); };
+    const auto x2 = hn::Sub(one, frac);
+    w[0] = far(hn::Add(frac, one));
+    w[1] = near(frac);
+    w[2] = near(x2);
+    w[3] = far(hn::Add(x2, one));
+    const auto m3a = hn::Mul(hn::Set(df, -3.0f), a), p3a = hn::Mul(hn::Set(df, 3.0f), a);
+    const auto m3a2 = hn::Mul(hn::Set(df, -3.0f), a2), p3a2 = hn::Mul(hn::Set(df, 3.0f), a2);
+    const auto two_a3 = hn::Mul(hn::Set(df, 2.0f), a3);
+    VF x = hn::Sub(hn::Set(df, -1.0f), frac);
+    g[0] = hn::Sub(hn::Mul(hn::Sub(hn::Mul(m3a, x), a10), x), a8);
+    x = hn::Neg(frac);
+    g[1] = hn::Mul(hn::Sub(hn::Mul(m3a2, x), two_a3), x);
+    x = hn::Sub(one, frac);
+    g[2] = hn::Mul(hn::Sub(hn::Mul(p3a2, x), two_a3), x);
+    x = hn::Sub(hn::Set(df, 2.0f), frac);
+    g[3] = hn::Add(hn::Mul(hn::Sub(hn::Mul(p3a, x), a10), x), a8);
+  };
+  // Pads the tap positions base - 1 + i along an axis of `size` pixels:
+  // the padded indices, which are inside, and (reflection) which are not
+  // done by two folds.
+  auto pad_taps = [&](VI base, int64_t size, VI pos[4], MI inside[4], MI* bad) {
+    const auto last = hn::Set(di, static_cast<int32_t>(size - 1));
+    const auto zero = hn::Zero(di);
+    for (int i = 0; i < 4; ++i) {
+      VI v = hn::Add(base, hn::Set(di, i - 1));
+      if constexpr (P == Padding::kBorder) {
+        v = hn::Min(hn::Max(v, zero), last);
+      } else if constexpr (P == Padding::kReflection) {
+        if constexpr (kAlign) {  // about 0 and size - 1
+          v = hn::IfThenElse(hn::Lt(v, zero), hn::Neg(v), v);
+          v = hn::IfThenElse(hn::Gt(v, last), hn::Sub(hn::Add(last, last), v), v);
+        } else {  // about -1/2 and size - 1/2
+          v = hn::IfThenElse(hn::Lt(v, zero), hn::Sub(hn::Set(di, -1), v), v);
+          v = hn::IfThenElse(hn::Gt(v, last), hn::Sub(hn::Add(last, hn::Add(last, hn::Set(di, 1))), v), v);
+        }
+      }
+      inside[i] = hn::Not(hn::Or(hn::Lt(v, zero), hn::Gt(v, last)));
+      if constexpr (P == Padding::kReflection) *bad = hn::Or(*bad, hn::Not(inside[i]));
+      pos[i] = v;
+    }
+  };
+  for (int i = 0; i < count; i += n) {
+    VF ix = unnormalize(hn::LoadU(df, grid_x + i), in_w);
+    VF iy = unnormalize(hn::LoadU(df, grid_y + i), in_h);
+    // Not (|ix| < 2^22 and |iy| < 2^22): NaN and infinities included.
+    const auto ok = hn::And(hn::Lt(hn::Abs(ix), limit), hn::Lt(hn::Abs(iy), limit));
+    ix = hn::IfThenElseZero(ok, ix);
+    iy = hn::IfThenElseZero(ok, iy);
+    const VF fx = hn::Floor(ix), fy = hn::Floor(iy);
+    VF cx[4], cy[4], gcx[4], gcy[4];
+    weights(hn::Sub(ix, fx), cx, gcx);
+    weights(hn::Sub(iy, fy), cy, gcy);
+    VI tx[4], ty[4];
+    MI x_in[4], y_in[4];
+    MI bad = hn::RebindMask(di, hn::Not(ok));
+    pad_taps(hn::ConvertTo(di, fx), in_w, tx, x_in, &bad);
+    pad_taps(hn::ConvertTo(di, fy), in_h, ty, y_in, &bad);
+    hn::StoreU(hn::Set(df, mult_x), df, t->mult[0] + i);
+    hn::StoreU(hn::Set(df, mult_y), df, t->mult[1] + i);
+    alignas(64) int32_t bad_lanes[hn::MaxLanes(di)];
+    hn::Store(hn::VecFromMask(di, bad), di, bad_lanes);
+    for (int l = 0; l < n && i + l < kTile; ++l) fallback[i + l] = bad_lanes[l] != 0;
+    for (int j = 0; j < 4; ++j) {
+      const VI row = hn::Mul(ty[j], width);
+      for (int k = 0; k < 4; ++k) {
+        const int tap = j * 4 + k;
+        const auto valid = hn::And(y_in[j], x_in[k]);
+        const auto valid_f = hn::RebindMask(df, valid);
+        hn::StoreU(hn::IfThenElse(valid, hn::Add(row, tx[k]), dummy), di, idx[tap] + i);
+        hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(cx[k], cy[j])), df, t->w[tap] + i);
+        hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(gcx[k]), cy[j])), df, t->dw[0][tap] + i);
+        hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(gcy[j]), cx[k])), df, t->dw[1][tap] + i);
+      }
+    }
+  }
+  for (int k = 0; k < 16; ++k) {
+    for (int i = 0; i < count; ++i) t->acc[k][i] = idx[k][i];
+  }
+}
+
+template <Interpolation M, Padding P, bool kAlign, bool kStrided, class S, class T, int K>
+void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T, K>* t) {
+  const Shape4& gs = p.grid_strides;
+  const Shape4& out_strides = p.out_strides;
+  const Shape4& in_strides = p.in_strides;
+  const S* gr = static_cast<const S*>(p.grid) + n * gs[0];
+  const int64_t plane = p.in_h * p.in_w;
+  t->count = static_cast<int>(count);
+  // Where each pixel's grid values are and where its grad/output value goes:
+  // runs of consecutive pixels when the grid and the planes are dense.
+  T gx[kTile], gy[kTile];
+  if (dense_pairs(gs, p.out_w)) {
+    const S* g = gr + 2 * p0;
+    for (int64_t i = 0; i < count; ++i) {
+      gx[i] = load(g[2 * i]);
+      gy[i] = load(g[2 * i + 1]);
+    }
+  } else {
+    int64_t h = p0 / p.out_w, w = p0 % p.out_w;
+    for (int64_t i = 0; i < count; ++i, ++w) {
+      if (w == p.out_w) {
+        w = 0;
+        ++h;
+      }
+      const S* g = gr + h * gs[1] + w * gs[2];
+      gx[i] = load(g[0]);
+      gy[i] = load(g[gs[3]]);
+    }
+  }
+  if (out_strides[3] == 1 && out_strides[2] == p.out_w) {
+    for (int64_t i = 0; i < count; ++i) t->out_off[i] = p0 + i;
+  } else {
+    int64_t h = p0 / p.out_w, w = p0 % p.out_w;
+    for (int64_t i = 0; i < count; ++i, ++w) {
+      if (w == p.out_w) {
+        w = 0;
+        ++h;
+      }
+      t->out_off[i] = h * out_strides[2] + w * out_strides[3];
+    }
+  }
+  if constexpr (M != Interpolation::kBicubic) {
+    // Two loops: the padding policy per pixel, then the taps of the padded
+    // coordinates in a loop without calls or branches.
+    T ix[kTile], iy[kTile];
+    for (int64_t i = 0; i < count; ++i) {
+      ix[i] = coords::source_index<P>(gx[i], p.in_w, kAlign, &t->mult[0][i]);
+      iy[i] = coords::source_index<P>(gy[i], p.in_h, kAlign, &t->mult[1][i]);
+    }
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (!kStrided) {
+      // Where the vector builders are exact (see bilinear_taps_lanes).
+      constexpr bool kFloat = std::is_same_v<T, float>;
+      constexpr int64_t kExact = int64_t{1} << (kFloat ? 24 : 53);
+      constexpr int64_t kIndexLimit = int64_t{1} << (kFloat ? 31 : 53);
+      if (p.in_w <= kExact && p.in_h <= kExact && plane + p.in_w < kIndexLimit) {
+        std::fill(ix + count, ix + kTile, T(0));
+        std::fill(iy + count, iy + kTile, T(0));
+        if constexpr (M == Interpolation::kBilinear) {
+          bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
+        } else {
+          nearest_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
+        }
+        return;
+      }
+    }
+#endif
+    for (int64_t i = 0; i < count; ++i) {
+      Stencil<T, K> s;
+      if constexpr (M == Interpolation::kBilinear) {
+        bilinear_taps(ix[i], iy[i], p.in_h, p.in_w, &s);
+      } else {
+        nearest_tap(ix[i], iy[i], p.in_h, p.in_w, &s);
+      }
+      put_stencil<kStrided>(s, i, plane, p.in_w, in_strides, t);
+    }
+  } else {
+    auto scalar_stencil = [&](int64_t i) {
+      Stencil<T, K> s;
+      build_stencil<M, P, kAlign>(gx[i], gy[i], p.in_h, p.in_w, &s);
+      t->mult[0][i] = s.mult_x;
+      t->mult[1][i] = s.mult_y;
+      put_stencil<kStrided>(s, i, plane, p.in_w, in_strides, t);
+    };
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (!kStrided && std::is_same_v<T, float>) {
+      if (plane + p.in_w < (int64_t{1} << 31)) {
+        std::fill(gx + count, gx + kTile, T(0));
+        std::fill(gy + count, gy + kTile, T(0));
+        bool fallback[kTile];
+        bicubic_taps_lanes<P, kAlign>(gx, gy, static_cast<int>(count), p.in_h, p.in_w, t, fallback);
+        for (int64_t i = 0; i < count; ++i) {
+          if (fallback[i]) scalar_stencil(i);
+        }
+        return;
+      }
+    }
+#endif
+    for (int64_t i = 0; i < count; ++i) scalar_stencil(i);
+  }
+}
+
+// The builder of one (mode, padding, align_corners, tap form) for storage
+// type S, as a table entry.
+template <class S, Interpolation M, Padding P, bool kAlign, bool kStrided>
+void build_tile(const TileSource& src, int64_t n, int64_t p0, int64_t count, void* tile) {
+  fill_tile<M, P, kAlign, kStrided, S>(src, n, p0, count, static_cast<Tile<compute_t<S>, kTaps<M>>*>(tile));
+}
+
+template <class S, Interpolation M, Padding P, bool kAlign>
+void fill_builders(KernelTable* table) {
+  auto& entry = table->build[static_cast<int>(M)][static_cast<int>(P)][kAlign ? 1 : 0];
+  entry[static_cast<int>(TapForm::kFlat)] = &build_tile<S, M, P, kAlign, false>;
+  entry[static_cast<int>(TapForm::kStrided)] = &build_tile<S, M, P, kAlign, true>;
+}
+
+template <class S, Interpolation M>
+void fill_builders(KernelTable* table) {
+  fill_builders<S, M, Padding::kZeros, false>(table);
+  fill_builders<S, M, Padding::kZeros, true>(table);
+  fill_builders<S, M, Padding::kBorder, false>(table);
+  fill_builders<S, M, Padding::kBorder, true>(table);
+  fill_builders<S, M, Padding::kReflection, false>(table);
+  fill_builders<S, M, Padding::kReflection, true>(table);
+}
+
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace gridsampler::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // GRIDSAMPLER_CPU_BUILDERS_INL_H_

@@ -1,0 +1,48 @@
+// The kernels compiled for each SIMD target, and the run-time choice among
+// them. Highway compiles every kernel file once per target (AVX-512, AVX2
+// and the baseline); the best target this CPU supports is used, unless
+// GRIDSAMPLER_SIMD_TARGET names another (for benchmarks, and for valgrind,
+// which lacks AVX-512).
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/plan.hpp"
+#include "gridsampler/gridsampler.hpp"
+
+namespace gridsampler::cpu {
+
+// Channel layouts of a driver: planes, or interleaved blocks of
+// kNarrowLanes or kLanes channels.
+enum class Path : int { kPlanar = 0, kNarrowLanes = 1, kLanes = 2 };
+// Tap forms a builder makes: flat indices only (interleaved kernels), or
+// strided input offsets and validity too (planar kernels).
+enum class TapForm : int { kFlat = 0, kStrided = 1 };
+
+// The kernels of one dtype for one SIMD target. Drivers are indexed by mode
+// (which fixes the stencil size) and path; builders by mode, padding,
+// align_corners and tap form: they are the only code specialised on padding
+// and align_corners.
+struct KernelTable {
+  ForwardFn forward[3][3] = {};
+  BackwardFn backward[3][3] = {};
+  BuildTileFn build[3][3][2][2] = {};
+};
+
+// The table of `dtype` for the SIMD target in use.
+KernelTable kernels(DType dtype);
+
+inline BuildTileFn builder(const KernelTable& table, const Options& o, TapForm form) {
+  return table.build[static_cast<int>(o.interpolation)][static_cast<int>(o.padding)][o.align_corners ? 1 : 0]
+                    [static_cast<int>(form)];
+}
+
+// The SIMD targets compiled in and supported by this CPU (Highway's target
+// bits), the one in use, and a way for tests to restrict the choice (0 =
+// undo). Plans made after force_targets() use the new choice.
+int64_t available_targets();
+int64_t current_target();
+void force_targets(int64_t targets);
+const char* target_name(int64_t target);
+
+}  // namespace gridsampler::cpu

@@ -1,0 +1,117 @@
+// Forward drivers: the OpenMP task loops of grid_sample, for one storage
+// type, stencil size K and channel layout, with the plan's tile builder.
+// Each output value is a function of its pixel alone, so how the pixels are
+// split among threads changes no bits.
+
+// Target-independent includes (normal include guards).
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.hpp"
+#include "cpu/plan.hpp"
+#include "cpu/tile.hpp"
+
+// Per-target part: re-included once for every target.
+#if defined(GRIDSAMPLER_CPU_FORWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GRIDSAMPLER_CPU_FORWARD_INL_H_
+#undef GRIDSAMPLER_CPU_FORWARD_INL_H_
+#else
+#define GRIDSAMPLER_CPU_FORWARD_INL_H_
+#endif
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gridsampler::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+// Planar: tasks (n, tile); a tile's stencils serve every channel plane.
+template <class S, int K>
+void forward_planar(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
+                    const MutableTensorView& output, void*) {
+  using T = compute_t<S>;
+  const detail::Problem& p = plan.problem;
+  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t tiles = (pixels + kTile - 1) / kTile;
+  const S* in = static_cast<const S*>(input.data);
+  S* out = static_cast<S*>(output.data);
+  const Shape4& is = input.strides;
+  const Shape4& os = output.strides;
+  const TileSource src = tile_source(p, grid, os, is);
+#pragma omp parallel num_threads(plan.threads)
+  {
+    auto tile = std::make_unique<Tile<T, K>>();
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < p.n * tiles; ++task) {
+      const int64_t n = task / tiles;
+      const int64_t p0 = (task % tiles) * kTile;
+      plan.build(src, n, p0, std::min<int64_t>(kTile, pixels - p0), tile.get());
+      for (int64_t c = 0; c < p.c; ++c) {
+        forward_channel<S>(*tile, in + n * is[0] + c * is[1], out + n * os[0] + c * os[1]);
+      }
+    }
+  }
+}
+
+// Interleaved: tasks (n, block of L channels, range of output pixels); a
+// task copies its block's input channels into [pixel][lane] order (once per
+// block a thread takes in a row), then runs the tiles of its range through a
+// [pixel][lane] tile buffer.
+template <class S, int K, int L>
+void forward_interleaved(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
+                         const MutableTensorView& output, void* copies) {
+  using T = compute_t<S>;
+  const detail::Problem& p = plan.problem;
+  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t plane = p.in_h * p.in_w;
+  const int64_t blocks = plan.blocks, ranges = plan.ranges, range = plan.range_pixels;
+  S* out = static_cast<S*>(output.data);
+  const Shape4& os = output.strides;
+  const TileSource src = tile_source(p, grid, os, input.strides);
+#pragma omp parallel num_threads(plan.threads)
+  {
+    auto tile = std::make_unique<Tile<T, K>>();
+    T* values = static_cast<T*>(copies) + static_cast<int64_t>(omp_get_thread_num()) * plan.copy_elems;
+    int64_t loaded = -1;  // the (n, block) whose values are in `values`
+    alignas(64) T ot[kTile * L];
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < p.n * blocks * ranges; ++task) {
+      const int64_t n = task / (blocks * ranges);
+      const int64_t s0 = (task / ranges) % blocks * L, s1 = std::min(p.c, s0 + L);
+      const int rows = static_cast<int>(s1 - s0);
+      const int64_t p_begin = task % ranges * range, p_end = std::min(pixels, p_begin + range);
+      if (p_begin >= p_end) continue;
+      if (loaded != task / ranges) copy_values<L, S>(p, input, n, s0, s1, values, 0, plane);
+      loaded = task / ranges;
+      S* ob = out + n * os[0] + s0 * os[1];
+      for (int64_t p0 = p_begin; p0 < p_end; p0 += kTile) {
+        plan.build(src, n, p0, std::min<int64_t>(kTile, p_end - p0), tile.get());
+        const Tile<T, K>& t = *tile;
+        forward_lanes<L>(t, values, ot);
+        store_tile_lanes<L>(ot, rows, t.count, t.out_off, p0, ob, os, p.out_w);
+      }
+    }
+  }
+}
+
+// The forward driver of one (dtype, stencil size, path), as a table entry.
+template <class S, int K, int L>
+void forward(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
+             const MutableTensorView& output, void* copies) {
+  if constexpr (L == 1) {
+    forward_planar<S, K>(plan, input, grid, output, copies);
+  } else {
+    forward_interleaved<S, K, L>(plan, input, grid, output, copies);
+  }
+}
+
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace gridsampler::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // GRIDSAMPLER_CPU_FORWARD_INL_H_

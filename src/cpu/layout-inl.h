@@ -1,0 +1,369 @@
+// Layout moves: between the caller's tensors (any strides) and the kernels'
+// buffers. Interleaved kernels keep a block of L channels pixel-major and
+// channel-minor ([pixel][lane]), so that every tap of every pixel is one
+// contiguous run of L values; these functions copy input values and grad
+// tiles into that layout and write outputs, dx and dgrid back out, rounding
+// once to the storage type.
+
+// Target-independent includes (normal include guards).
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dtype.hpp"
+#include "core/validate.hpp"
+#include "cpu/tile.hpp"
+#include "gridsampler/gridsampler.hpp"
+
+// Per-target part: re-included once for every target.
+#if defined(GRIDSAMPLER_CPU_LAYOUT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GRIDSAMPLER_CPU_LAYOUT_INL_H_
+#undef GRIDSAMPLER_CPU_LAYOUT_INL_H_
+#else
+#define GRIDSAMPLER_CPU_LAYOUT_INL_H_
+#endif
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gridsampler::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+using detail::Problem;
+
+
+// float16 <-> float32 in hardware (F16C: exact widening, narrowing to
+// nearest even). Highway emulates the conversions on other targets, and
+// there its narrowing came out an ulp off round-to-nearest-even (seen in the
+// sanitizer build's baseline target), so those convert on the bits
+// (half.hpp).
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+constexpr bool kHardwareHalf = true;
+#else
+constexpr bool kHardwareHalf = false;
+#endif
+
+// Moves between planes and the [pixel][lane] layout. The general case is
+// written as plain loops in the shape compilers vectorise for every target:
+// an interleaving store of L rows read contiguously, and its inverse through
+// an L x L block in registers (GCC turns both into vpermt2ps on AVX-512,
+// unpack/permute sequences on AVX2). Highway has no general transpose;
+// hand-written shuffles per target would be the only alternative. Four
+// lanes and float16 go through Highway, where the plain loops were slower
+// (docs/performance.md).
+
+// dst[q][j] = src[j * row_stride + q] for the first `rows` (1 to L) rows j
+// and q < n, widened to T; lanes from `rows` on are zero.
+template <int L, class S, class T>
+inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t n, T* __restrict dst) {
+  if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+    // float16: widen a stretch of each row with Highway (F16C on x86, exact
+    // like half_to_float), then interleave floats: per element, the bit
+    // conversion costs more than the rest of the transpose.
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const auto nf = static_cast<int64_t>(hn::Lanes(df));
+    constexpr int64_t kStretch = 256;
+    alignas(64) float wide[L][kStretch];
+    for (int64_t q0 = 0; q0 < n; q0 += kStretch) {
+      const int64_t m = std::min(kStretch, n - q0);
+      for (int j = 0; j < rows; ++j) {
+        const S* row = src + j * row_stride + q0;
+        int64_t q = 0;
+        for (; q + nf <= m; q += nf) {
+          hn::Store(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row + q))), df,
+                    wide[j] + q);
+        }
+        for (; q < m; ++q) wide[j][q] = load(row[q]);
+      }
+      interleave_rows<L>(&wide[0][0], kStretch, rows, m, dst + q0 * L);
+    }
+    return;
+  }
+  if constexpr (L == 4 && std::is_same_v<S, T>) {
+    // Four lanes: Highway's interleaving store of four rows (the loop below
+    // would zero the missing lanes one scalar store at a time).
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<T> dt;
+    const auto nt = static_cast<int64_t>(hn::Lanes(dt));
+    const T* r[4];
+    for (int j = 0; j < 4; ++j) r[j] = src + std::min(j, rows - 1) * row_stride;
+    const auto zero = hn::Zero(dt);
+    int64_t q = 0;
+    for (; q + nt <= n; q += nt) {
+      const auto v0 = hn::LoadU(dt, r[0] + q);
+      const auto v1 = rows > 1 ? hn::LoadU(dt, r[1] + q) : zero;
+      const auto v2 = rows > 2 ? hn::LoadU(dt, r[2] + q) : zero;
+      const auto v3 = rows > 3 ? hn::LoadU(dt, r[3] + q) : zero;
+      hn::StoreInterleaved4(v0, v1, v2, v3, dt, dst + q * 4);
+    }
+    for (; q < n; ++q) {
+      for (int j = 0; j < 4; ++j) dst[q * 4 + j] = j < rows ? r[j][q] : T(0);
+    }
+    return;
+  }
+  const S* __restrict from[L];
+  for (int j = 0; j < L; ++j) from[j] = src + std::min(j, rows - 1) * row_stride;
+  // All L lanes (the missing ones from the last row: a loop the compiler
+  // vectorises, where a select per lane kept it scalar), then zeroes.
+  for (int64_t q = 0; q < n; ++q) {
+#pragma GCC unroll 16
+    for (int j = 0; j < L; ++j) dst[q * L + j] = load(from[j][q]);
+  }
+  if (rows < L) {
+    for (int j = rows; j < L; ++j) {
+      for (int64_t q = 0; q < n; ++q) dst[q * L + j] = T(0);
+    }
+  }
+}
+
+// dst[j * row_stride + q] = src[q][j] for the first `rows` lanes j, the
+// inverse, rounded to S.
+template <int L, class S, class T>
+inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* dst, int64_t row_stride) {
+  if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+    // float16: transpose floats into a stretch of rows, then narrow each row
+    // with Highway (F16C on x86: round to nearest even, like half_from_float;
+    // NaNs are made the canonical quiet NaN first, as half_from_float does).
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const auto nf = static_cast<int64_t>(hn::Lanes(df));
+    const auto quiet_nan = hn::BitCast(df, hn::Set(hn::RebindToUnsigned<decltype(df)>(), 0x7fc00000u));
+    constexpr int64_t kStretch = 256;
+    alignas(64) float wide[L][kStretch];
+    for (int64_t q0 = 0; q0 < n; q0 += kStretch) {
+      const int64_t m = std::min(kStretch, n - q0);
+      deinterleave_rows<L>(src + q0 * L, rows, m, &wide[0][0], kStretch);
+      for (int j = 0; j < rows; ++j) {
+        S* row = dst + j * row_stride + q0;
+        int64_t q = 0;
+        for (; q + nf <= m; q += nf) {
+          auto v = hn::Load(df, wide[j] + q);
+          v = hn::IfThenElse(hn::IsNaN(v), hn::CopySign(quiet_nan, v), v);
+          hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(row + q));
+        }
+        for (; q < m; ++q) row[q] = store<S>(wide[j][q]);
+      }
+    }
+    return;
+  }
+  if constexpr (L == 4 && std::is_same_v<S, T>) {
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<T> dt;
+    const auto nt = static_cast<int64_t>(hn::Lanes(dt));
+    int64_t q = 0;
+    for (; q + nt <= n; q += nt) {
+      hn::Vec<decltype(dt)> v0, v1, v2, v3;
+      hn::LoadInterleaved4(dt, src + q * 4, v0, v1, v2, v3);
+      hn::StoreU(v0, dt, dst + q);
+      if (rows > 1) hn::StoreU(v1, dt, dst + row_stride + q);
+      if (rows > 2) hn::StoreU(v2, dt, dst + 2 * row_stride + q);
+      if (rows > 3) hn::StoreU(v3, dt, dst + 3 * row_stride + q);
+    }
+    for (; q < n; ++q) {
+      for (int j = 0; j < rows; ++j) dst[j * row_stride + q] = src[q * 4 + j];
+    }
+    return;
+  }
+  int64_t q0 = 0;
+  for (; q0 + L <= n; q0 += L) {
+    T t[L][L];
+    for (int i = 0; i < L; ++i) {
+#pragma GCC unroll 16
+      for (int j = 0; j < L; ++j) t[j][i] = src[(q0 + i) * L + j];
+    }
+    for (int j = 0; j < rows; ++j) {
+      S* __restrict d = dst + j * row_stride + q0;
+      for (int i = 0; i < L; ++i) d[i] = store<S>(t[j][i]);
+    }
+  }
+  for (; q0 < n; ++q0) {
+    for (int j = 0; j < rows; ++j) dst[j * row_stride + q0] = store<S>(src[q0 * L + j]);
+  }
+}
+
+
+// out[2 * i] = ax[i] * bx[i], out[2 * i + 1] = ay[i] * by[i] for i < count
+// (a tile's dgrid; with bx and by null, ax[i] and ay[i] themselves: its
+// partial sums), written as pairs with Highway's interleaving store.
+// Products are plain multiplies, so every target gives the same bits.
+template <class S, class T>
+inline void store_pairs(const T* ax, const T* bx, const T* ay, const T* by, int count, S* __restrict out) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<T> d;
+  const int n = static_cast<int>(hn::Lanes(d));
+  int i = 0;
+  if constexpr (std::is_same_v<S, T>) {
+    for (; i + n <= count; i += n) {
+      const auto x = bx == nullptr ? hn::LoadU(d, ax + i) : hn::Mul(hn::LoadU(d, ax + i), hn::LoadU(d, bx + i));
+      const auto y = by == nullptr ? hn::LoadU(d, ay + i) : hn::Mul(hn::LoadU(d, ay + i), hn::LoadU(d, by + i));
+      hn::StoreInterleaved2(x, y, d, out + 2 * i);
+    }
+  }
+  for (; i < count; ++i) {
+    out[2 * i] = store<S>(bx == nullptr ? ax[i] : ax[i] * bx[i]);
+    out[2 * i + 1] = store<S>(by == nullptr ? ay[i] : ay[i] * by[i]);
+  }
+}
+
+// Calls f(q, y, x) for the pixels q = y * width + x in [q0, q1).
+template <class F>
+inline void for_each_pixel(int64_t width, int64_t q0, int64_t q1, F&& f) {
+  int64_t y = q0 / width, x = q0 % width;
+  for (int64_t q = q0; q < q1; ++q) {
+    f(q, y, x);
+    if (++x == width) {
+      x = 0;
+      ++y;
+    }
+  }
+}
+
+// Copies pixels [q0, q1) of the input channels [s0, s1) (at most L) of
+// image n into xb as [pixel][lane], zero in unused lanes, and (with the
+// last pixel) zeroes the dummy slot after the plane.
+template <int L, class S, class T>
+void copy_values(const Problem& p, const TensorView& input, int64_t n, int64_t s0, int64_t s1,
+                 T* __restrict xb, int64_t q0, int64_t q1) {
+  const int64_t plane = p.in_h * p.in_w;
+  const Shape4& is = input.strides;
+  const S* ib = static_cast<const S*>(input.data) + n * is[0] + s0 * is[1];
+  if (q1 == plane) std::fill_n(xb + plane * L, L, T(0));
+  if (is[3] == 1 && is[2] == p.in_w) {  // dense planes
+    interleave_rows<L>(ib + q0, is[1], static_cast<int>(s1 - s0), q1 - q0, xb + q0 * L);
+  } else if (is[1] == 1) {  // channels contiguous (channels-last)
+    for_each_pixel(p.in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
+      const S* __restrict px = ib + y * is[2] + x * is[3];
+      T* __restrict dst = xb + q * L;
+      for (int j = 0; j < L; ++j) dst[j] = j < s1 - s0 ? load(px[j]) : T(0);
+    });
+  } else {
+    std::fill_n(xb + q0 * L, (q1 - q0) * L, T(0));
+    for (int64_t c = s0; c < s1; ++c) {
+      const S* ip = ib + (c - s0) * is[1];
+      for_each_pixel(p.in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
+        xb[q * L + (c - s0)] = load(ip[y * is[2] + x * is[3]]);
+      });
+    }
+  }
+}
+
+// Copies grad channels [s0, s1) (at most L) of image n at a tile's pixels
+// (`count` of them, from p0; out_off where the planes are not dense) into gt
+// as [pixel][lane], zero in unused lanes.
+template <int L, class S, class T>
+inline void load_grad_lanes(const TensorView& grad, int64_t out_w, int64_t n, int64_t s0, int64_t s1,
+                            const int64_t* out_off, int count, int64_t p0, T* __restrict gt) {
+  const Shape4& gs = grad.strides;
+  const S* gb = static_cast<const S*>(grad.data) + n * gs[0] + s0 * gs[1];
+  if (gs[3] == 1 && gs[2] == out_w) {  // dense planes: a run of pixels
+    interleave_rows<L>(gb + p0, gs[1], static_cast<int>(s1 - s0), count, gt);
+    return;
+  }
+  std::fill_n(gt, kTile * L, T(0));
+  if (gs[1] == 1) {  // channels contiguous (channels-last)
+    for (int i = 0; i < count; ++i) {
+      for (int64_t j = 0; j < s1 - s0; ++j) gt[i * L + j] = load(gb[out_off[i] + j]);
+    }
+  } else {
+    for (int64_t c = s0; c < s1; ++c) {
+      const S* gp = gb + (c - s0) * gs[1];
+      for (int i = 0; i < count; ++i) gt[i * L + (c - s0)] = load(gp[out_off[i]]);
+    }
+  }
+}
+
+// Writes the first `rows` lanes of a tile's [pixel][lane] values ot to the
+// output channels from ob (image n, first channel of the block): `count`
+// pixels from p0, at out_off where the planes are not dense.
+template <int L, class S, class T>
+inline void store_tile_lanes(const T* ot, int rows, int count, const int64_t* out_off, int64_t p0, S* ob,
+                             const Shape4& os, int64_t out_w) {
+  if (os[3] == 1 && os[2] == out_w) {  // dense planes: a run of pixels
+    deinterleave_rows<L>(ot, rows, count, ob + p0, os[1]);
+  } else if (os[1] == 1) {  // channels contiguous (channels-last)
+    for (int i = 0; i < count; ++i) {
+      for (int j = 0; j < rows; ++j) ob[out_off[i] + j] = store<S>(ot[i * L + j]);
+    }
+  } else {
+    for (int j = 0; j < rows; ++j) {
+      for (int i = 0; i < count; ++i) ob[j * os[1] + out_off[i]] = store<S>(ot[i * L + j]);
+    }
+  }
+}
+
+// Writes pixels [q0, q1) of channels [c0, c1) of image n of dx from
+// accumulators `a`: planes `slot` values apart (step 1), or one lane each of
+// a [pixel][lane] block (step L).
+template <class S, class T>
+inline void store_planes(const MutableTensorView& dx, int64_t in_w, int64_t slot, int64_t n, int64_t c0,
+                         int64_t c1, const T* a, int64_t step, int64_t q0, int64_t q1) {
+  const Shape4& ds = dx.strides;
+  for (int64_t c = c0; c < c1; ++c) {
+    S* d = static_cast<S*>(dx.data) + n * ds[0] + c * ds[1];
+    const T* __restrict src = a + (c - c0) * (step == 1 ? slot : 1);
+    if (ds[3] == 1 && ds[2] == in_w) {  // a dense plane: one flat loop
+      for (int64_t q = q0; q < q1; ++q) d[q] = store<S>(src[q * step]);
+    } else {
+      for_each_pixel(in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) { d[y * ds[2] + x * ds[3]] = store<S>(src[q * step]); });
+    }
+  }
+}
+
+// The same from interleaved accumulators: sub-blocks of L channels, each
+// `slot` * L values.
+template <int L, class S, class T>
+inline void store_lanes(const MutableTensorView& dx, int64_t in_w, int64_t slot, int64_t n, int64_t c0, int64_t c1,
+                        const T* a, int64_t q0, int64_t q1) {
+  const Shape4& ds = dx.strides;
+  const int64_t sub = slot * L;
+  for (int64_t b = 0; b < (c1 - c0 + L - 1) / L; ++b) {
+    const int64_t s0 = c0 + b * L, s1 = std::min(c1, s0 + L);
+    const T* ab = a + b * sub;
+    S* d = static_cast<S*>(dx.data) + n * ds[0] + s0 * ds[1];
+    if (ds[3] == 1 && ds[2] == in_w) {  // dense planes
+      deinterleave_rows<L>(ab + q0 * L, static_cast<int>(s1 - s0), q1 - q0, d + q0, ds[1]);
+    } else if (ds[1] == 1) {  // channels contiguous (channels-last)
+      for_each_pixel(in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
+        S* __restrict px = d + y * ds[2] + x * ds[3];
+        const T* __restrict src = ab + q * L;
+        for (int64_t j = 0; j < s1 - s0; ++j) px[j] = store<S>(src[j]);
+      });
+    } else {
+      store_planes<S>(dx, in_w, slot, n, s0, s1, ab, L, q0, q1);
+    }
+  }
+}
+
+// Writes a tile's dgrid, sums[g][i] * mult[g][i], for `count` pixels from p0
+// of image n.
+template <class S, class T>
+inline void store_dgrid(const MutableTensorView& dgrid, int64_t out_w, int64_t n, int64_t p0, int count,
+                        const T (*mult)[kTile], const T (*sums)[kTile]) {
+  const Shape4& dgs = dgrid.strides;
+  S* dgp = static_cast<S*>(dgrid.data) + n * dgs[0];
+  if (dense_pairs(dgs, out_w)) {
+    store_pairs<S>(mult[0], sums[0], mult[1], sums[1], count, dgp + 2 * p0);
+    return;
+  }
+  int64_t h = p0 / out_w, w = p0 % out_w;
+  for (int i = 0; i < count; ++i) {
+    S* d = dgp + h * dgs[1] + w * dgs[2];
+    d[0] = store<S>(mult[0][i] * sums[0][i]);
+    d[dgs[3]] = store<S>(mult[1][i] * sums[1][i]);
+    if (++w == out_w) {
+      w = 0;
+      ++h;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace gridsampler::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // GRIDSAMPLER_CPU_LAYOUT_INL_H_

@@ -1,0 +1,200 @@
+// Microkernels: apply a tile's taps (tile.hpp) to one channel plane, or to
+// a block of L channels in [pixel][lane] order. Templated on the storage
+// type, the stencil size K, the grid components G, the lanes L and which
+// outputs are wanted; nothing here knows the interpolation mode, padding or
+// align_corners, so 2-D and 3-D stencils share these loops. Values are
+// computed in the compute type T and rounded once when stored (layout-inl.h).
+
+// Target-independent includes (normal include guards).
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "cpu/tile.hpp"
+#include "hwy/cache_control.h"
+
+// Per-target part: re-included once for every target.
+#if defined(GRIDSAMPLER_CPU_MICROKERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GRIDSAMPLER_CPU_MICROKERNELS_INL_H_
+#undef GRIDSAMPLER_CPU_MICROKERNELS_INL_H_
+#else
+#define GRIDSAMPLER_CPU_MICROKERNELS_INL_H_
+#endif
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gridsampler::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+// Forward of one channel plane over a tile (strided taps): op at each
+// pixel's out_off = sum over taps of w * input.
+template <class S, class T, int K, int G>
+inline void forward_channel(const Tile<T, K, G>& t, const S* __restrict ip, S* __restrict op) {
+  for (int i = 0; i < t.count; ++i) {
+    T acc = 0;
+    for (int k = 0; k < K; ++k) {
+      const T v = t.valid[k][i] ? load(ip[t.in_off[k][i]]) : T(0);
+      acc += t.w[k][i] * v;
+    }
+    op[t.out_off[i]] = store<S>(acc);
+  }
+}
+
+// Backward of one channel plane over a tile (strided taps): dx into `acc`
+// (one accumulator plane, flat indices), dgrid terms into sums[g]. Separate
+// simple loops over the tile's pixels, so that the compiler vectorises the
+// ones without scatter conflicts (the grad loads and the dgrid gathers); the
+// dx scatter stays scalar because neighbouring pixels may hit the same input
+// pixel.
+template <class S, class T, int K, int G, bool kDx, bool kDgrid>
+inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, const S* __restrict ip,
+                             T* __restrict acc, T (*__restrict sums)[kTile]) {
+  const int count = t.count;
+  T g[kTile];
+  for (int i = 0; i < count; ++i) g[i] = load(gp[t.out_off[i]]);
+  if constexpr (kDx) {
+    for (int k = 0; k < K; ++k) {
+      const int64_t* __restrict idx = t.acc[k];
+      const T* __restrict w = t.w[k];
+      for (int i = 0; i < count; ++i) acc[idx[i]] += w[i] * g[i];
+    }
+  }
+  if constexpr (kDgrid) {
+    T s[G][kTile] = {};
+    for (int k = 0; k < K; ++k) {
+      const int64_t* __restrict off = t.in_off[k];
+      const bool* __restrict valid = t.valid[k];
+      for (int i = 0; i < count; ++i) {
+        const T v = valid[i] ? load(ip[off[i]]) : T(0);
+#pragma GCC unroll 4
+        for (int c = 0; c < G; ++c) s[c][i] += t.dw[c][k][i] * v;
+      }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < G; ++c) {
+      for (int i = 0; i < count; ++i) sums[c][i] += s[c][i] * g[i];
+    }
+  }
+}
+
+// Forward of a block of L channels over a tile (flat taps into xin, a
+// [pixel][lane] copy of the input): ot[pixel][lane].
+// Written with Highway's vectors (CappedTag: L / N vectors of N lanes,
+// N = 16 floats on AVX-512): left to itself the compiler sometimes unrolls
+// these fixed-length loops into scalar code instead of vectorising them.
+template <int L, class T, int K, int G>
+inline void forward_lanes(const Tile<T, K, G>& t, const T* __restrict xin, T* __restrict ot) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using D = hn::CappedTag<T, L>;
+  const D d;
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  constexpr int V = L / N;
+  static_assert(V * N == L);
+  for (int i = 0; i < t.count; ++i) {
+    hn::Vec<D> acc[V];
+    for (int v = 0; v < V; ++v) acc[v] = hn::Zero(d);
+    for (int k = 0; k < K; ++k) {
+      const T* __restrict x = xin + t.acc[k][i] * L;
+      const auto w = hn::Set(d, t.w[k][i]);
+      for (int v = 0; v < V; ++v) acc[v] = hn::MulAdd(w, hn::LoadU(d, x + v * N), acc[v]);
+    }
+    for (int v = 0; v < V; ++v) hn::Store(acc[v], d, ot + i * L + v * N);
+  }
+}
+
+// Backward of a block of L channels over a tile: gt holds the tile's grad
+// as [pixel][lane], xin the input values and acc the dx accumulators, both
+// [pixel][lane] with flat taps; dgrid terms, summed over the lanes, are
+// added to sums[g].
+template <int L, class T, int K, int G, bool kDx, bool kDgrid>
+inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const T* __restrict xin,
+                           T* __restrict acc, T (*__restrict sums)[kTile]) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using D = hn::CappedTag<T, L>;
+  const D d;
+  constexpr int N = static_cast<int>(hn::MaxLanes(D()));
+  constexpr int V = L / N;
+  static_assert(V * N == L);
+  constexpr int kPrefetch = 8;
+  using Vec = hn::Vec<D>;
+  // Four lanes in one vector: their per-pixel sums are kept and added up
+  // for the whole tile afterwards (a lane sum per pixel costs more than
+  // the pixel's taps).
+  constexpr bool kBatchSums = L == 4 && N == 4;
+  alignas(64) T lane[G][kBatchSums ? kTile * L : 1];
+  for (int i = 0; i < t.count; ++i) {
+    // The taps of a pixel kPrefetch ahead, whose lines are likely not in L1
+    // (or L2) when the grid jumps about; one per row of a 4 x 4 stencil.
+    if (i + kPrefetch < t.count) {
+      for (int k = 0; k < K; k += (K == 16 ? 4 : 1)) {
+        const int64_t q = t.acc[k][i + kPrefetch];
+        if constexpr (kDx) hwy::Prefetch(acc + q * L);
+        if constexpr (kDgrid) hwy::Prefetch(xin + q * L);
+      }
+    }
+    const T* __restrict g = gt + i * L;
+    Vec gv[V], s[G][V];
+    for (int v = 0; v < V; ++v) {
+      gv[v] = hn::LoadU(d, g + v * N);
+      for (int c = 0; c < G; ++c) s[c][v] = hn::Zero(d);
+    }
+    for (int k = 0; k < K; ++k) {
+      const int64_t q = t.acc[k][i];
+      if constexpr (kDx) {
+        T* __restrict a = acc + q * L;
+        const Vec w = hn::Set(d, t.w[k][i]);
+        for (int v = 0; v < V; ++v) hn::StoreU(hn::MulAdd(w, gv[v], hn::LoadU(d, a + v * N)), d, a + v * N);
+      }
+      if constexpr (kDgrid) {
+        const T* __restrict x = xin + q * L;
+        Vec dw[G];
+        for (int c = 0; c < G; ++c) dw[c] = hn::Set(d, t.dw[c][k][i]);
+        for (int v = 0; v < V; ++v) {
+          const Vec xv = hn::LoadU(d, x + v * N);
+          for (int c = 0; c < G; ++c) s[c][v] = hn::MulAdd(dw[c], xv, s[c][v]);
+        }
+      }
+    }
+    if constexpr (kDgrid) {
+      // Sum over the lanes: vectors in order, then the target's lane sum
+      // (a fixed order for a given target).
+      for (int c = 0; c < G; ++c) {
+        Vec total = hn::Mul(s[c][0], gv[0]);
+        for (int v = 1; v < V; ++v) total = hn::MulAdd(s[c][v], gv[v], total);
+        if constexpr (kBatchSums) {
+          hn::Store(total, d, lane[c] + i * L);
+        } else {
+          sums[c][i] += hn::GetLane(hn::SumOfLanes(d, total));
+        }
+      }
+    }
+  }
+  if constexpr (kDgrid && kBatchSums) {
+    // The four lanes of many pixels at once: (l0 + l1) + (l2 + l3), the same
+    // order in the vector loop and the tail.
+    const hn::ScalableTag<T> dw;
+    const int nw = static_cast<int>(hn::Lanes(dw));
+    for (int c = 0; c < G; ++c) {
+      const T* lanes = lane[c];
+      T* out = sums[c];
+      int i = 0;
+      for (; i + nw <= t.count; i += nw) {
+        hn::Vec<decltype(dw)> l0, l1, l2, l3;
+        hn::LoadInterleaved4(dw, lanes + i * 4, l0, l1, l2, l3);
+        hn::StoreU(hn::Add(hn::LoadU(dw, out + i), hn::Add(hn::Add(l0, l1), hn::Add(l2, l3))), dw, out + i);
+      }
+      for (; i < t.count; ++i) {
+        const T* l = lanes + i * 4;
+        out[i] += (l[0] + l[1]) + (l[2] + l[3]);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace gridsampler::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // GRIDSAMPLER_CPU_MICROKERNELS_INL_H_

@@ -1,0 +1,98 @@
+// Plans: every decision about how a call's work is split and where its
+// scratch lives, made once from the problem's shape (plan.cpp). Kernels only
+// read a plan. Splits that change a sum's order (channel blocks, pixel
+// chunks) depend on the shape alone, never on the thread count, so results
+// are the same bits for any number of threads.
+//
+// NOTE [Deterministic parallel backward]
+// dx[n, c] only receives contributions from grad[n, c], and dgrid[n, p] is a
+// sum over channels. The backward therefore runs as tasks (n, channel block,
+// pixel chunk): each task scatters into private accumulators for its
+// channels (a thread's scratch, or a workspace slice when pixel chunks of one
+// plane must be summed) and sums its channels' dgrid terms per pixel. Where a
+// sum spans tasks (several pixel chunks for dx, several channel blocks for
+// dgrid) the partial results are added afterwards in a fixed order. No
+// atomics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/validate.hpp"
+#include "cpu/tile.hpp"
+#include "gridsampler/gridsampler.hpp"
+
+namespace gridsampler::cpu {
+
+struct ForwardPlan;
+struct BackwardPlan;
+
+// A driver: the OpenMP task loop of one direction for one dtype, stencil
+// size and channel layout, with the plan's tile builder.
+using ForwardFn = void (*)(const ForwardPlan&, const TensorView& input, const TensorView& grid,
+                           const MutableTensorView& output, void* copies);
+using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const TensorView& input,
+                            const TensorView& grid, const MutableTensorView& dx,
+                            const MutableTensorView& dgrid, void* workspace);
+
+struct ForwardPlan {
+  detail::Problem problem;
+  int threads = 1;
+  // 1: planar tasks (n, tile). kLanes or kNarrowLanes: tasks (n, block of
+  // `lanes` channels, range of output pixels), reading a per-thread copy of
+  // the block's input in [pixel][lane] order.
+  int lanes = 1;
+  int64_t blocks = 1;        // channel blocks per image
+  int64_t ranges = 1;        // pixel ranges per (n, block)
+  int64_t range_pixels = 0;  // output pixels per range (a multiple of kTile)
+  int64_t copy_elems = 0;    // one thread's copy: (plane + 1) * lanes
+  std::size_t copy_bytes = 0;  // all threads' copies (from the calling thread's cached buffer)
+  ForwardFn fn = nullptr;
+  BuildTileFn build = nullptr;
+};
+
+struct BackwardPlan {
+  detail::Problem problem;
+  int threads = 1;
+  int lanes = 1;  // channels stored [pixel][lane] in blocks of kLanes or kNarrowLanes; 1 = planes
+  bool need_values = false;    // dgrid wanted and the mode has weight derivatives
+  bool shared_values = false;  // interleaved values copied once per (n, block), shared by its chunks
+  int64_t channel_block = 1;      // channels per task
+  int64_t channel_blocks = 1;
+  int64_t accumulator_elems = 0;  // one task's dx accumulators (and, interleaved, its values)
+  int64_t pixel_chunks = 1;  // output-pixel chunks per (n, channel block)
+  int64_t chunk_pixels = 0;  // output pixels per chunk (a multiple of kTile)
+  int64_t span = 0;          // input pixels per range when chunks copy values or sum dx
+  // Per-thread scratch: elements, and where its parts start (accumulators at 0).
+  int64_t scratch_elems = 0;
+  int64_t scratch_values = 0;  // the block's input values (interleaved, unless shared)
+  int64_t scratch_grad = 0;    // a grad tile (interleaved)
+  // Workspace layout (byte offsets, 64-byte aligned) and total size.
+  std::size_t dx_partials = 0;     // per (n, block, chunk) accumulators, when chunks > 1
+  std::size_t dgrid_partials = 0;  // per (n, channel block, pixel) sums, when blocks > 1
+  std::size_t values = 0;          // per (n, block) input values, when shared
+  std::size_t scratch = 0;         // per-thread scratch
+  std::size_t workspace_bytes = 0;
+  BackwardFn fn = nullptr;
+  BuildTileFn build = nullptr;
+};
+
+ForwardPlan plan_forward(const detail::Problem& problem);
+BackwardPlan plan_backward(const detail::Problem& problem);
+
+// Runs a forward plan; its copies come from the calling thread's cached
+// buffer, and without them (no memory) the planar path runs, which needs none.
+void run_forward(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
+                 const MutableTensorView& output);
+
+// `workspace` holds plan.workspace_bytes bytes, at any alignment: the plan
+// asks for 64 bytes of slack and the start is rounded up to 64 here.
+inline void run_backward(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
+                         const TensorView& grid, const MutableTensorView& dx,
+                         const MutableTensorView& dgrid, void* workspace) {
+  const auto at = reinterpret_cast<std::uintptr_t>(workspace);
+  void* aligned = workspace == nullptr ? nullptr : reinterpret_cast<void*>((at + 63) / 64 * 64);
+  plan.fn(plan, grad, input, grid, dx, dgrid, aligned);
+}
+
+}  // namespace gridsampler::cpu

@@ -1,0 +1,71 @@
+// The tap representation shared by stencil builders, microkernels and drivers.
+//
+// A tile holds the stencils of up to kTile consecutive output pixels of one
+// image: for each of K taps, where the tap reads (a flat index into an
+// interleaved or planar copy, and for planar kernels the strided offset in
+// the caller's input), its interpolation weight, and the derivative of that
+// weight with respect to each of the G pixel coordinates; per pixel, the
+// factor d coordinate / d grid value of each component. Nothing here assumes
+// two dimensions: a trilinear stencil is K = 8, G = 3; a tricubic one
+// K = 64.
+//
+// Arrays are tap-major so that a microkernel's loop over pixels reads them
+// sequentially. An invalid tap (outside the image) has weight and
+// derivatives 0, flat index `plane` (a zero slot past the real pixels) and,
+// when strided offsets are built, valid = false and offset 0: loops need no
+// branches, and no value from outside leaks in through a zero weight.
+#pragma once
+
+#include <cstdint>
+
+#include "core/validate.hpp"
+#include "cpu/tuning.hpp"
+#include "gridsampler/gridsampler.hpp"
+
+namespace gridsampler::cpu {
+
+template <class T, int K, int G = 2>
+struct Tile {
+  int count = 0;
+  int64_t out_off[kTile];  // pixel offset in a grad/output channel plane
+  int64_t in_off[K][kTile];  // strided input offset (strided form only)
+  int64_t acc[K][kTile];     // flat index: y * Win + x, or `plane` when invalid
+  bool valid[K][kTile];      // (strided form only)
+  T w[K][kTile];
+  T dw[G][K][kTile];  // d w / d coordinate g (g = 0: x, 1: y)
+  T mult[G][kTile];   // d coordinate g / d grid value g (0 where not differentiable)
+};
+
+// What a builder reads to make the tiles of one call.
+struct TileSource {
+  const void* grid = nullptr;  // storage type of the call's dtype
+  Shape4 grid_strides{};
+  Shape4 out_strides{};  // of the grad (backward) or output (forward): for out_off
+  Shape4 in_strides{};   // of the input: for in_off (strided form)
+  int64_t in_h = 0, in_w = 0, out_w = 0;
+};
+
+inline TileSource tile_source(const detail::Problem& p, const TensorView& grid, const Shape4& out_strides,
+                              const Shape4& in_strides) {
+  TileSource src;
+  src.grid = grid.data;
+  src.grid_strides = grid.strides;
+  src.out_strides = out_strides;
+  src.in_strides = in_strides;
+  src.in_h = p.in_h;
+  src.in_w = p.in_w;
+  src.out_w = p.out_w;
+  return src;
+}
+
+// Fills `tile` (a Tile<compute type, K>) with the stencils of output pixels
+// [p0, p0 + count) of image n. One call per tile, never per pixel.
+using BuildTileFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, void* tile);
+
+// Whether a grid-shaped tensor (N, Hout, Wout, 2), the grid or dgrid, is
+// dense within an image: its pixels are then consecutive (x, y) pairs.
+inline bool dense_pairs(const Shape4& strides, int64_t out_w) {
+  return strides[3] == 1 && strides[2] == 2 && strides[1] == 2 * out_w;
+}
+
+}  // namespace gridsampler::cpu
