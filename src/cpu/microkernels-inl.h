@@ -65,15 +65,18 @@ inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, con
     for (int k = 0; k < K; ++k) {
       const int64_t* __restrict off = t.in_off[k];
       const bool* __restrict valid = t.valid[k];
-      for (int i = 0; i < count; ++i) {
-        const T v = valid[i] ? load(ip[off[i]]) : T(0);
-#pragma GCC unroll 4
-        for (int c = 0; c < G; ++c) s[c][i] += t.dw[c][k][i] * v;
+      T v[kTile];
+      for (int i = 0; i < count; ++i) v[i] = valid[i] ? load(ip[off[i]]) : T(0);
+      for (int c = 0; c < G; ++c) {
+        const T* __restrict dw = t.dw[c][k];
+        T* __restrict sc = s[c];
+        for (int i = 0; i < count; ++i) sc[i] += dw[i] * v[i];
       }
     }
-#pragma GCC unroll 4
     for (int c = 0; c < G; ++c) {
-      for (int i = 0; i < count; ++i) sums[c][i] += s[c][i] * g[i];
+      T* __restrict out = sums[c];
+      const T* __restrict sc = s[c];
+      for (int i = 0; i < count; ++i) out[i] += sc[i] * g[i];
     }
   }
 }

@@ -1,0 +1,164 @@
+// The stencil builders (src/cpu/builders-inl.h) on every compiled SIMD
+// target, against the scalar stencil (src/cpu/stencil.hpp, built on the
+// coordinate policy of core/coords.hpp): every mode, padding,
+// align_corners, tap form and grid dtype, on grids full of NaN, infinities,
+// huge values, lattice points and pixel edges. Taps must match bit for bit.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "builders_test.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "common/block_test_util.hpp"
+#include "core/dtype.hpp"
+#include "cpu/builders-inl.h"
+#include "cpu/stencil.hpp"
+#include "cpu/tile.hpp"
+#include "gtest/gtest.h"
+#include "hwy/highway.h"
+#include "hwy/tests/hwy_gtest.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gridsampler::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+using gstest::Params;
+using gstest::Rng;
+using gstest::same_bits;
+
+// A grid value of an awkward kind, or a plain one.
+double grid_value(Rng& rng, int64_t size, bool align) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const int64_t i = rng.below(size + 2) - 1;
+  switch (rng.below(16)) {
+    case 0: return std::nan("");
+    case 1: return inf;
+    case 2: return -inf;
+    case 3: return rng.below(2) ? 1e30 : -1e30;
+    case 4: return rng.uniform(-1, 1) * 1e7;  // past 2^22 pixels for any size here
+    case 5: return static_cast<double>(rng.below(3)) - 1;  // -1, 0, 1
+    case 6:  // a pixel centre (one beyond either end included)
+      return align ? (size > 1 ? 2.0 * i / (size - 1) - 1 : 0.0) : (2.0 * i + 1) / size - 1;
+    case 7:  // a pixel edge: a tie for nearest
+      return align ? (size > 1 ? (2.0 * i + 1) / (size - 1) - 1 : 0.5) : 2.0 * i / size - 1;
+    case 8: return rng.uniform(-5, 5);  // several reflections away
+    default: return rng.uniform(-1.3, 1.3);
+  }
+}
+
+template <class S, Interpolation M, Padding P, bool kAlign, bool kStrided>
+void check_builder(Rng& rng, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, bool dense_grid,
+                   bool dense_out) {
+  using T = compute_t<S>;
+  constexpr int K = kTaps<M>;
+  const int64_t pixels = out_h * out_w, plane = in_h * in_w;
+  // Grid (N = 2, image 1 is built): dense pairs, or x and y planes.
+  std::vector<S> grid(2 * pixels * 2);
+  const Shape4 gs = dense_grid ? Shape4{pixels * 2, out_w * 2, 2, 1} : Shape4{pixels * 2, out_w, 1, pixels};
+  for (int64_t q = 0; q < 2 * pixels; ++q) {
+    const int64_t n = q / pixels, h = q % pixels / out_w, w = q % out_w;
+    S* g = grid.data() + n * gs[0] + h * gs[1] + w * gs[2];
+    g[0] = store<S>(grid_value(rng, in_w, kAlign));
+    g[gs[3]] = store<S>(grid_value(rng, in_h, kAlign));
+  }
+  TileSource src;
+  src.grid = grid.data();
+  src.grid_strides = gs;
+  src.out_strides = dense_out ? Shape4{0, pixels, out_w, 1} : Shape4{0, 1, out_w * 7, 7};
+  src.in_strides = Shape4{0, 0, in_w * 3 + 5, 3};
+  src.in_h = in_h;
+  src.in_w = in_w;
+  src.out_w = out_w;
+  auto tile = std::make_unique<Tile<T, K>>();
+  for (int64_t p0 = 0; p0 < pixels; p0 += kTile) {
+    const int64_t count = std::min<int64_t>(kTile, pixels - p0);
+    std::memset(static_cast<void*>(tile.get()), 0xff, sizeof(*tile));
+    build_tile<S, M, P, kAlign, kStrided>(src, 1, p0, count, tile.get());
+    ASSERT_EQ(tile->count, count);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t q = p0 + i, h = q / out_w, w = q % out_w;
+      const S* g = grid.data() + gs[0] + h * gs[1] + w * gs[2];
+      const T gx = load(g[0]), gy = load(g[gs[3]]);
+      Stencil<T, K> s;
+      build_stencil<M, P, kAlign>(gx, gy, in_h, in_w, &s);
+      const std::string where = Params()("mode", static_cast<int>(M))("padding", static_cast<int>(P))(
+                                    "align", kAlign)("strided", kStrided)("dtype", static_cast<int>(dtype_of<S>()))(
+                                    "in", in_h)("x", in_w)("out", out_h)("x", out_w)("dense_grid", dense_grid)(
+                                    "dense_out", dense_out)("pixel", q)("gx", gx)("gy", gy)
+                                    .str();
+      const int64_t out_off = dense_out ? q : h * src.out_strides[2] + w * src.out_strides[3];
+      ASSERT_EQ(tile->out_off[i], out_off) << where;
+      ASSERT_TRUE(same_bits(tile->mult[0][i], s.mult_x)) << where << tile->mult[0][i] << " vs " << s.mult_x;
+      ASSERT_TRUE(same_bits(tile->mult[1][i], s.mult_y)) << where << tile->mult[1][i] << " vs " << s.mult_y;
+      for (int k = 0; k < K; ++k) {
+        const bool ok = s.valid[k];
+        const std::string tap = where + " tap=" + std::to_string(k);
+        ASSERT_EQ(tile->acc[k][i], ok ? s.y[k] * in_w + s.x[k] : plane) << tap;
+        ASSERT_TRUE(same_bits(tile->w[k][i], ok ? s.w[k] : T(0))) << tap << " w " << tile->w[k][i] << " vs " << s.w[k];
+        ASSERT_TRUE(same_bits(tile->dw[0][k][i], ok ? s.dw_dx[k] : T(0)))
+            << tap << " dw/dx " << tile->dw[0][k][i] << " vs " << s.dw_dx[k];
+        ASSERT_TRUE(same_bits(tile->dw[1][k][i], ok ? s.dw_dy[k] : T(0)))
+            << tap << " dw/dy " << tile->dw[1][k][i] << " vs " << s.dw_dy[k];
+        if constexpr (kStrided) {
+          ASSERT_EQ(tile->valid[k][i], ok) << tap;
+          ASSERT_EQ(tile->in_off[k][i], ok ? s.y[k] * src.in_strides[2] + s.x[k] * src.in_strides[3] : 0) << tap;
+        }
+      }
+    }
+  }
+}
+
+template <class S, Interpolation M, Padding P, bool kAlign>
+void check_modes(Rng& rng) {
+  // Sizes from 1 pixel to wide rows; output sizes not multiples of kTile
+  // nor of any vector length.
+  const int64_t sizes[][4] = {{1, 1, 3, 5}, {1, 7, 9, 13}, {5, 3, 11, 17}, {17, 33, 8, 15}, {64, 64, 10, 31}, {3, 200, 2, 77}};
+  for (const auto& sz : sizes) {
+    for (int layout = 0; layout < 4; ++layout) {
+      check_builder<S, M, P, kAlign, false>(rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
+      check_builder<S, M, P, kAlign, true>(rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
+    }
+  }
+}
+
+template <class S, Interpolation M>
+void check_paddings(Rng& rng) {
+  check_modes<S, M, Padding::kZeros, false>(rng);
+  check_modes<S, M, Padding::kZeros, true>(rng);
+  check_modes<S, M, Padding::kBorder, false>(rng);
+  check_modes<S, M, Padding::kBorder, true>(rng);
+  check_modes<S, M, Padding::kReflection, false>(rng);
+  check_modes<S, M, Padding::kReflection, true>(rng);
+}
+
+template <class S>
+void check_dtype(uint64_t seed) {
+  Rng rng(seed);
+  check_paddings<S, Interpolation::kBilinear>(rng);
+  check_paddings<S, Interpolation::kNearest>(rng);
+  check_paddings<S, Interpolation::kBicubic>(rng);
+}
+
+void TestBuildersFloat() { check_dtype<float>(1); }
+void TestBuildersDouble() { check_dtype<double>(2); }
+void TestBuildersHalf() { check_dtype<Half>(3); }
+void TestBuildersBFloat16() { check_dtype<BFloat16>(4); }
+
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace gridsampler::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace gridsampler::cpu {
+HWY_BEFORE_TEST(Builders);
+HWY_EXPORT_AND_TEST_P(Builders, TestBuildersFloat);
+HWY_EXPORT_AND_TEST_P(Builders, TestBuildersDouble);
+HWY_EXPORT_AND_TEST_P(Builders, TestBuildersHalf);
+HWY_EXPORT_AND_TEST_P(Builders, TestBuildersBFloat16);
+}  // namespace gridsampler::cpu
+#endif
