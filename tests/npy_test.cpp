@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -25,25 +26,40 @@
 // ---------------------------------------------------------------------------
 // Allocation tracking: the reader must reject absurd shapes before it
 // allocates anything for the data. This replaces the global operator new of
-// this test program and records the largest request while enabled.
+// this test program (plain and aligned: array data are cache-line aligned)
+// and records the largest request while enabled.
 namespace {
 std::atomic<bool> g_track{false};
 std::atomic<std::size_t> g_largest{0};
-}  // namespace
 
-// noinline: GCC 12 at -O2 otherwise inlines the pair and warns that free()
-// is called on memory from operator new (-Wmismatched-new-delete).
-__attribute__((noinline)) void* operator new(std::size_t n) {
+void record(std::size_t n) {
   if (g_track.load(std::memory_order_relaxed)) {
     std::size_t prev = g_largest.load(std::memory_order_relaxed);
     while (n > prev && !g_largest.compare_exchange_weak(prev, n)) {
     }
   }
+}
+}  // namespace
+
+// noinline: GCC 12 at -O2 otherwise inlines the pair and warns that free()
+// is called on memory from operator new (-Wmismatched-new-delete).
+__attribute__((noinline)) void* operator new(std::size_t n) {
+  record(n);
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
 __attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
 __attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+__attribute__((noinline)) void* operator new(std::size_t n, std::align_val_t alignment) {
+  record(n);
+  const auto a = static_cast<std::size_t>(alignment);
+  if (n <= SIZE_MAX - a) {
+    if (void* p = std::aligned_alloc(a, (std::max<std::size_t>(n, 1) + a - 1) / a * a)) return p;
+  }
+  throw std::bad_alloc();
+}
+__attribute__((noinline)) void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace gridsampler::npy {
 namespace {

@@ -564,7 +564,7 @@ Status read(const std::string& path, Array* out) {
     return invalid(path, "array too large for this machine");
   }
 
-  std::vector<std::byte> data;
+  host::Bytes data;
   try {
     data.resize(static_cast<std::size_t>(need));
   } catch (const std::bad_alloc&) {
