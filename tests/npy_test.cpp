@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/half.hpp"
+#include "host/element_access.hpp"
 
 // ---------------------------------------------------------------------------
 // Allocation tracking: the reader must reject absurd shapes before it
@@ -112,7 +112,7 @@ std::vector<float> as_floats(const Array& a) {
   return out;
 }
 
-std::size_t itemsize(DType d) { return d == DType::kFloat64 ? 8 : d == DType::kFloat32 ? 4 : 2; }
+std::size_t itemsize(DType d) { return gridsampler::dtype_size(d); }
 
 // Fills `a` with distinct, dtype-exact values.
 void fill(Array* a) {
@@ -120,16 +120,7 @@ void fill(Array* a) {
   a->data.resize(static_cast<std::size_t>(n) * itemsize(a->dtype));
   for (int64_t i = 0; i < n; ++i) {
     const double v = 0.25 * static_cast<double>(i) - 3.5;
-    std::byte* p = a->data.data() + static_cast<std::size_t>(i) * itemsize(a->dtype);
-    if (a->dtype == DType::kFloat16) {
-      const Half h = half_from_double(v);
-      std::memcpy(p, &h.bits, 2);
-    } else if (a->dtype == DType::kFloat32) {
-      const float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-    } else {
-      std::memcpy(p, &v, 8);
-    }
+    gridsampler::host::store_element(a->data.data() + static_cast<std::size_t>(i) * itemsize(a->dtype), a->dtype, v);
   }
 }
 
