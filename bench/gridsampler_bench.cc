@@ -1,5 +1,6 @@
-// Google Benchmark suite: the backward (and forward) on the case table of
-// issue 4 and on shapes from models that call grid_sample every step.
+// Google Benchmark suite: the backward (and forward) on the case table whose
+// PyTorch timings README.md lists, and on shapes from models that call
+// grid_sample every step.
 // Counters: bytes of all inputs and outputs per second, output pixels/s.
 //   build/bench/gridsampler_bench --benchmark_filter=... [--benchmark_min_time=0.2]
 #include <benchmark/benchmark.h>
@@ -7,10 +8,11 @@
 #include <omp.h>
 
 #include <random>
-#include <vector>
+#include <string>
 
 #include "core/dtype.hpp"
 #include "gridsampler/gridsampler.hpp"
+#include "host/tensor.hpp"
 
 namespace {
 
@@ -33,28 +35,25 @@ void run_case(benchmark::State& state, const Case& k, bool backward, bool channe
   };
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<double> unit(-1, 1), wide(-1.1, 1.1);
-  std::vector<S> input(k.n * k.c * k.in_h * k.in_w), grid(k.n * k.out_h * k.out_w * 2),
-      grad(k.n * k.c * k.out_h * k.out_w), out(grad.size()), dx(input.size()), dgrid(grid.size());
-  for (auto& v : input) v = gs::store<S>(unit(rng));
-  for (auto& v : grid) v = gs::store<S>(wide(rng));
-  for (auto& v : grad) v = gs::store<S>(unit(rng));
+  gs::host::Tensor input(dt, in_shape, strides(in_shape)), grid(dt, grid_shape), grad(dt, out_shape, strides(out_shape)),
+      out(dt, out_shape, strides(out_shape)), dx(dt, in_shape, strides(in_shape)), dgrid(dt, grid_shape);
+  input.fill_storage([&] { return unit(rng); });
+  grid.fill_storage([&] { return wide(rng); });
+  grad.fill_storage([&] { return unit(rng); });
   gs::Options opt{k.mode, k.padding, k.align, static_cast<int>(state.range(0))};
-  const gs::TensorView in_v{input.data(), dt, in_shape, strides(in_shape)};
-  const gs::TensorView grid_v{grid.data(), dt, grid_shape, gs::contiguous_strides(grid_shape)};
   for (auto _ : state) {
     gs::Status s;
     if (backward) {
-      s = gs::grid_sampler_2d_backward({grad.data(), dt, out_shape, strides(out_shape)}, in_v, grid_v,
-                                       {dx.data(), dt, in_shape, strides(in_shape)},
-                                       {dgrid.data(), dt, grid_shape, gs::contiguous_strides(grid_shape)}, opt);
+      s = gs::grid_sampler_2d_backward(grad.view(), input.view(), grid.view(), dx.mutable_view(), dgrid.mutable_view(),
+                                       opt);
     } else {
-      s = gs::grid_sampler_2d(in_v, grid_v, {out.data(), dt, out_shape, strides(out_shape)}, opt);
+      s = gs::grid_sampler_2d(input.view(), grid.view(), out.mutable_view(), opt);
     }
     if (!s.ok()) state.SkipWithError(s.message().c_str());
-    benchmark::DoNotOptimize(dx.data());
+    benchmark::DoNotOptimize(dx.storage().data());
   }
-  const double bytes = sizeof(S) * double(backward ? grad.size() + 2 * input.size() + 2 * grid.size()
-                                                   : input.size() + grid.size() + out.size());
+  const double bytes = sizeof(S) * double(backward ? grad.numel() + 2 * input.numel() + 2 * grid.numel()
+                                                   : input.numel() + grid.numel() + out.numel());
   state.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["pixels"] = benchmark::Counter(double(k.n * k.out_h * k.out_w),
                                                 benchmark::Counter::kIsIterationInvariantRate);
@@ -70,7 +69,7 @@ void register_all() {
     Case k;
   };
   const Named cases[] = {
-      // The case table of issue 4 (its PyTorch timings are in README.md).
+      // The case table (its PyTorch timings are in README.md).
       {"table/8x64x64x64_bilinear_zeros", {8, 64, 64, 64, 64, 64, I::kBilinear, P::kZeros, false}},
       {"table/4x32x128x128_bilinear_border_align", {4, 32, 128, 128, 128, 128, I::kBilinear, P::kBorder, true}},
       {"table/1x3x512x512_bilinear_zeros", {1, 3, 512, 512, 512, 512, I::kBilinear, P::kZeros, false}},

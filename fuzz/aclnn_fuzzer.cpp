@@ -41,9 +41,10 @@
 #include "acl/acl.h"
 #include "aclnnop/aclnn_grid_sampler2d.h"
 #include "aclnnop/aclnn_grid_sampler2d_backward.h"
-#include "core/half.hpp"
+#include "core/validate.hpp"
 #include "fuzz_common.hpp"
 #include "gridsampler/gridsampler.hpp"
+#include "host/element_access.hpp"
 #include "reference/reference.hpp"
 
 namespace {
@@ -154,53 +155,6 @@ double decode_grid_value(uint8_t b, int64_t size) {
   return table[(b - 128) % (sizeof table / sizeof table[0])];
 }
 
-void store_value(unsigned char* p, gs::DType d, double v) {
-  switch (d) {
-    case gs::DType::kFloat16: {
-      const gs::Half h = gs::half_from_double(v);
-      std::memcpy(p, &h, 2);
-      return;
-    }
-    case gs::DType::kBFloat16: {
-      const gs::BFloat16 h = gs::bfloat16_from_double(v);
-      std::memcpy(p, &h, 2);
-      return;
-    }
-    case gs::DType::kFloat32: {
-      const float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-      return;
-    }
-    case gs::DType::kFloat64: std::memcpy(p, &v, 8); return;
-  }
-}
-
-double load_value(const unsigned char* p, gs::DType d) {
-  switch (d) {
-    case gs::DType::kFloat16: {
-      gs::Half h;
-      std::memcpy(&h, p, 2);
-      return gs::half_to_double(h);
-    }
-    case gs::DType::kBFloat16: {
-      gs::BFloat16 h;
-      std::memcpy(&h, p, 2);
-      return gs::bfloat16_to_double(h);
-    }
-    case gs::DType::kFloat32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case gs::DType::kFloat64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-  }
-  return 0;
-}
-
 // ---------------------------------------------------------------------------
 // Buffers: exactly `bytes` bytes, optionally shifted inside a larger block
 // whose extra bytes are poisoned, so ASan still reports the first byte
@@ -256,21 +210,16 @@ bool empty(const gs::TensorView& v) {
   return v.shape[0] == 0 || v.shape[1] == 0 || v.shape[2] == 0 || v.shape[3] == 0;
 }
 
-// Element offsets [lo, hi] a view reaches; false if it is empty or overflows.
-bool reach(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, int64_t* lo,
-           int64_t* hi) {
+// Element offsets [lo, hi] a 4-D view reaches; false if it is empty or overflows.
+bool reach(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, int64_t* lo, int64_t* hi) {
   *lo = *hi = 0;
-  for (std::size_t d = 0; d < dims.size(); ++d) {
+  gs::Shape4 shape, st;
+  for (std::size_t d = 0; d < 4; ++d) {
     if (dims[d] <= 0) return false;
+    shape[d] = dims[d];
+    st[d] = strides[d];
   }
-  for (std::size_t d = 0; d < dims.size(); ++d) {
-    const int64_t s = strides[d];
-    if (s == std::numeric_limits<int64_t>::min()) return false;
-    int64_t r = 0;
-    if (!mul_ok(dims[d] - 1, s < 0 ? -s : s, &r)) return false;
-    if (s < 0 ? __builtin_sub_overflow(*lo, r, lo) : __builtin_add_overflow(*hi, r, hi)) return false;
-  }
-  return true;
+  return gs::detail::stride_reach(shape, st, 0, lo, hi);
 }
 
 bool row_major(const std::vector<int64_t>& dims, std::vector<int64_t>* strides) {
@@ -474,7 +423,7 @@ void Case::fill_values() {
     for (int64_t i = 0; i + es <= b.bytes; i += es) {
       const uint8_t v = in_.remaining() > 0 ? in_.u8() : static_cast<uint8_t>((i * 37) % 97);
       const double x = b.grid_values ? decode_grid_value(v, win_) : static_cast<int8_t>(v) / 16.0;
-      store_value(b.data + i, d, x);
+      gs::host::store_element(b.data + i, d, x);
     }
   }
 }
@@ -588,7 +537,7 @@ double tiny_storage(gs::DType d) {
 double max_abs(const Buffer& b, gs::DType d) {
   const int64_t es = static_cast<int64_t>(gs::dtype_size(d));
   double m = 0;
-  for (int64_t i = 0; i + es <= b.bytes; i += es) m = std::max(m, std::fabs(load_value(b.data + i, d)));
+  for (int64_t i = 0; i + es <= b.bytes; i += es) m = std::max(m, std::fabs(gs::host::load_element(b.data + i, d)));
   return m;
 }
 
@@ -619,10 +568,10 @@ void compare_views(const char* what, const gs::TensorView& got, const gs::Tensor
             GS_FUZZ_CHECK(std::memcmp(at(got), at(want), static_cast<std::size_t>(es)) == 0,
                           "%s[%lld,%lld,%lld,%lld]: aclnn %.17g, C++ API %.17g (bits differ)", what,
                           (long long)a, (long long)b, (long long)c, (long long)d,
-                          load_value(at(got), got.dtype), load_value(at(want), want.dtype));
+                          gs::host::load_element(at(got), got.dtype), gs::host::load_element(at(want), want.dtype));
             continue;
           }
-          const double g = load_value(at(got), got.dtype), w = load_value(at(want), want.dtype);
+          const double g = gs::host::load_element(at(got), got.dtype), w = gs::host::load_element(at(want), want.dtype);
           if (g == w) continue;  // infinities of an overflowing 16-bit result included
           const double tol = tol_abs + 2 * eps * std::fabs(w);
           GS_FUZZ_CHECK(std::isfinite(g) && std::fabs(g - w) <= tol,

@@ -19,6 +19,7 @@
 
 #include "core/half.hpp"
 #include "common/temp_dir.hpp"
+#include "host/element_access.hpp"
 #include "io/npy.hpp"
 
 namespace gridsampler {
@@ -85,21 +86,13 @@ void save(const std::string& path, DType dtype, std::vector<int64_t> shape, cons
   a.dtype = dtype;
   a.shape = std::move(shape);
   ASSERT_EQ(static_cast<std::size_t>(a.numel()), values.size());
-  const std::size_t size = dtype == DType::kFloat64 ? 8 : dtype == DType::kFloat32 ? 4 : 2;
+  const std::size_t size = gridsampler::dtype_size(dtype);
   a.data.resize(values.size() * size);
   for (std::size_t i = 0; i < values.size(); ++i) {
     std::byte* p = a.data.data() + i * size;
-    if (dtype == DType::kFloat64) {
-      std::memcpy(p, &values[i], 8);
-    } else if (dtype == DType::kFloat32) {
-      const float f = static_cast<float>(values[i]);
-      ASSERT_EQ(static_cast<double>(f), values[i]) << "test value not exact in float32";
-      std::memcpy(p, &f, 4);
-    } else {
-      const Half h = half_from_double(values[i]);
-      ASSERT_EQ(half_to_double(h), values[i]) << "test value not exact in float16";
-      std::memcpy(p, &h.bits, 2);
-    }
+    gridsampler::host::store_element(p, dtype, values[i]);
+    ASSERT_EQ(gridsampler::host::load_element(p, dtype), values[i])
+        << "test value not exact in " << gridsampler::to_string(dtype);
   }
   const Status s = npy::write(path, a);
   ASSERT_TRUE(s.ok()) << s.message();
@@ -119,22 +112,9 @@ Loaded load(const std::string& path) {
   l.dtype = a.dtype;
   l.shape = a.shape;
   const int64_t n = s.ok() ? a.numel() : 0;
+  const std::size_t size = gridsampler::dtype_size(a.dtype);
   for (int64_t i = 0; i < n; ++i) {
-    const std::byte* p = a.data.data();
-    const auto k = static_cast<std::size_t>(i);
-    if (a.dtype == DType::kFloat64) {
-      double d;
-      std::memcpy(&d, p + 8 * k, 8);
-      l.values.push_back(d);
-    } else if (a.dtype == DType::kFloat32) {
-      float f;
-      std::memcpy(&f, p + 4 * k, 4);
-      l.values.push_back(f);
-    } else {
-      Half h;
-      std::memcpy(&h.bits, p + 2 * k, 2);
-      l.values.push_back(half_to_double(h));
-    }
+    l.values.push_back(gridsampler::host::load_element(a.data.data() + static_cast<std::size_t>(i) * size, a.dtype));
   }
   return l;
 }

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "gridsampler/gridsampler.hpp"
+#include "host/element_access.hpp"
 #include "io/npy.hpp"
 
 namespace gridsampler {
@@ -93,14 +93,8 @@ std::string TestName(const testing::TestParamInfo<GoldenCase>& info) {
 }
 
 double ElementAt(const npy::Array& a, int64_t i) {
-  if (a.dtype == DType::kFloat64) {
-    double v;
-    std::memcpy(&v, a.data.data() + i * sizeof(double), sizeof v);
-    return v;
-  }
-  float v;
-  std::memcpy(&v, a.data.data() + i * sizeof(float), sizeof v);
-  return v;
+  return gridsampler::host::load_element(a.data.data() + i * static_cast<int64_t>(gridsampler::dtype_size(a.dtype)),
+                                         a.dtype);
 }
 
 Shape4 AsShape4(const npy::Array& a) { return {a.shape[0], a.shape[1], a.shape[2], a.shape[3]}; }
@@ -144,14 +138,9 @@ npy::Array NanLike(const npy::Array& like) {
   a.shape = like.shape;
   a.data.resize(like.data.size());
   const int64_t n = like.numel();
+  const auto size = static_cast<int64_t>(gridsampler::dtype_size(a.dtype));
   for (int64_t i = 0; i < n; ++i) {
-    if (a.dtype == DType::kFloat64) {
-      const double v = std::numeric_limits<double>::quiet_NaN();
-      std::memcpy(a.data.data() + i * sizeof v, &v, sizeof v);
-    } else {
-      const float v = std::numeric_limits<float>::quiet_NaN();
-      std::memcpy(a.data.data() + i * sizeof v, &v, sizeof v);
-    }
+    gridsampler::host::store_element(a.data.data() + i * size, a.dtype, std::numeric_limits<double>::quiet_NaN());
   }
   return a;
 }

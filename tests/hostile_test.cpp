@@ -32,6 +32,7 @@
 #include "common/problem.hpp"
 #include "common/temp_dir.hpp"
 #include "core/half.hpp"
+#include "host/element_access.hpp"
 #include "io/npy.hpp"
 #include "reference/reference.hpp"
 
@@ -99,7 +100,7 @@ class Rejections : public ::testing::Test {
       EXPECT_EQ(snapshot(), before) << name << ": an output changed";
     }
   }
-  std::vector<std::vector<unsigned char>> snapshot() const {
+  std::vector<gridsampler::host::Bytes> snapshot() const {
     return {dx_.storage(), dgrid_.storage(), out_.storage(), p_.input.storage(), p_.grid.storage(),
             p_.grad.storage()};
   }
@@ -419,16 +420,11 @@ class Sparse {
   unsigned char* base_;
 };
 
-using gridsampler::Half;
-
 void put_half(unsigned char* base, int64_t elem, double v) {
-  const Half h = gridsampler::half_from_double(v);
-  std::memcpy(base + elem * 2, &h, 2);
+  gridsampler::host::store_element(base + elem * 2, DType::kFloat16, v);
 }
 double get_half(const unsigned char* base, int64_t elem) {
-  Half h;
-  std::memcpy(&h, base + elem * 2, 2);
-  return gridsampler::half_to_double(h);
+  return gridsampler::host::load_element(base + elem * 2, DType::kFloat16);
 }
 
 TEST(LargeOffsets, StridesBeyond2To32Elements) {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -20,30 +21,45 @@
 #include <string>
 #include <vector>
 
-#include "core/half.hpp"
+#include "host/element_access.hpp"
 
 // ---------------------------------------------------------------------------
 // Allocation tracking: the reader must reject absurd shapes before it
 // allocates anything for the data. This replaces the global operator new of
-// this test program and records the largest request while enabled.
+// this test program (plain and aligned: array data are cache-line aligned)
+// and records the largest request while enabled.
 namespace {
 std::atomic<bool> g_track{false};
 std::atomic<std::size_t> g_largest{0};
-}  // namespace
 
-// noinline: GCC 12 at -O2 otherwise inlines the pair and warns that free()
-// is called on memory from operator new (-Wmismatched-new-delete).
-__attribute__((noinline)) void* operator new(std::size_t n) {
+void record(std::size_t n) {
   if (g_track.load(std::memory_order_relaxed)) {
     std::size_t prev = g_largest.load(std::memory_order_relaxed);
     while (n > prev && !g_largest.compare_exchange_weak(prev, n)) {
     }
   }
+}
+}  // namespace
+
+// noinline: GCC 12 at -O2 otherwise inlines the pair and warns that free()
+// is called on memory from operator new (-Wmismatched-new-delete).
+__attribute__((noinline)) void* operator new(std::size_t n) {
+  record(n);
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
 __attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
 __attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+__attribute__((noinline)) void* operator new(std::size_t n, std::align_val_t alignment) {
+  record(n);
+  const auto a = static_cast<std::size_t>(alignment);
+  if (n <= SIZE_MAX - a) {
+    if (void* p = std::aligned_alloc(a, (std::max<std::size_t>(n, 1) + a - 1) / a * a)) return p;
+  }
+  throw std::bad_alloc();
+}
+__attribute__((noinline)) void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace gridsampler::npy {
 namespace {
@@ -96,7 +112,7 @@ std::vector<float> as_floats(const Array& a) {
   return out;
 }
 
-std::size_t itemsize(DType d) { return d == DType::kFloat64 ? 8 : d == DType::kFloat32 ? 4 : 2; }
+std::size_t itemsize(DType d) { return gridsampler::dtype_size(d); }
 
 // Fills `a` with distinct, dtype-exact values.
 void fill(Array* a) {
@@ -104,16 +120,7 @@ void fill(Array* a) {
   a->data.resize(static_cast<std::size_t>(n) * itemsize(a->dtype));
   for (int64_t i = 0; i < n; ++i) {
     const double v = 0.25 * static_cast<double>(i) - 3.5;
-    std::byte* p = a->data.data() + static_cast<std::size_t>(i) * itemsize(a->dtype);
-    if (a->dtype == DType::kFloat16) {
-      const Half h = half_from_double(v);
-      std::memcpy(p, &h.bits, 2);
-    } else if (a->dtype == DType::kFloat32) {
-      const float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-    } else {
-      std::memcpy(p, &v, 8);
-    }
+    gridsampler::host::store_element(a->data.data() + static_cast<std::size_t>(i) * itemsize(a->dtype), a->dtype, v);
   }
 }
 

@@ -4,37 +4,37 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <memory>
+#include <exception>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
-#include "core/dtype.hpp"
+#include "host/tensor.hpp"
 
 namespace gridsampler::bench {
 namespace {
 
-// A dense buffer of `count` elements of one dtype, 64-byte aligned.
-struct Buffer {
-  std::unique_ptr<unsigned char, decltype(&std::free)> data{nullptr, &std::free};
-  int64_t count = 0;
-};
-
-Status allocate(DType dtype, int64_t count, Buffer* b) {
-  const std::size_t bytes = std::max<std::size_t>(static_cast<std::size_t>(count) * dtype_size(dtype), 64);
-  b->data.reset(static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-  b->count = count;
-  if (!b->data) return {StatusCode::kInternal, "bench: cannot allocate " + std::to_string(bytes) + " bytes"};
+// A zero-filled tensor of `shape` and `strides`, or the allocation's error.
+Status allocate(DType dtype, const Shape4& shape, const Shape4& strides, host::Tensor* t) {
+  try {
+    *t = host::Tensor(dtype, shape, strides);
+  } catch (const std::exception&) {  // std::bad_alloc, or a size beyond size_t
+    uint64_t bytes = dtype_size(dtype);
+    for (int64_t d : shape) {
+      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+        return {StatusCode::kInternal, "bench: cannot allocate more than 2^64 bytes"};
+      }
+    }
+    return {StatusCode::kInternal, "bench: cannot allocate " + std::to_string(bytes) + " bytes"};
+  }
   return Status::Ok();
 }
 
-void fill_uniform(DType dtype, Buffer* b, double lo, double hi, std::mt19937_64* rng) {
+// Sets every element, in memory order, uniform in [lo, hi].
+void fill_uniform(host::Tensor* t, double lo, double hi, std::mt19937_64* rng) {
   std::uniform_real_distribution<double> dist(lo, hi);
-  visit_dtype(dtype, [&](auto tag) {
-    using S = decltype(tag);
-    S* p = reinterpret_cast<S*>(b->data.get());
-    for (int64_t i = 0; i < b->count; ++i) p[i] = store<S>(dist(*rng));
-  });
+  t->fill_storage([&] { return dist(*rng); });
 }
 
 }  // namespace
@@ -47,29 +47,28 @@ Status run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.reps < 1) return {StatusCode::kInvalidArgument, "--reps: must be at least 1"};
   const Shape4 in_shape{n, c, in_h, in_w}, grid_shape{n, out_h, out_w, 2}, out_shape{n, c, out_h, out_w};
   auto strides = [&](const Shape4& s) { return o.channels_last ? channels_last_strides(s) : contiguous_strides(s); };
-  Buffer input, grid, grad, out_or_dx, dgrid;
   const int64_t in_count = n * c * in_h * in_w, grid_count = n * out_h * out_w * 2, out_count = n * c * out_h * out_w;
-  for (auto [buf, count] : {std::pair{&input, in_count}, std::pair{&grid, grid_count},
-                            std::pair{&grad, o.backward ? out_count : 0},
-                            std::pair{&out_or_dx, o.backward ? in_count : out_count},
-                            std::pair{&dgrid, o.backward ? grid_count : 0}}) {
-    if (Status s = allocate(o.dtype, count, buf); !s.ok()) return s;
+  host::Tensor input, grid, grad, out_or_dx, dgrid;
+  const Shape4 out_or_dx_shape = o.backward ? in_shape : out_shape;
+  for (auto [t, shape, layout] : {std::tuple{&input, in_shape, strides(in_shape)},
+                                   std::tuple{&grid, grid_shape, contiguous_strides(grid_shape)},
+                                   std::tuple{&out_or_dx, out_or_dx_shape, strides(out_or_dx_shape)}}) {
+    if (Status s = allocate(o.dtype, shape, layout, t); !s.ok()) return s;
+  }
+  if (o.backward) {
+    if (Status s = allocate(o.dtype, out_shape, strides(out_shape), &grad); !s.ok()) return s;
+    if (Status s = allocate(o.dtype, grid_shape, contiguous_strides(grid_shape), &dgrid); !s.ok()) return s;
   }
   std::mt19937_64 rng(o.seed);
-  fill_uniform(o.dtype, &input, -1, 1, &rng);
-  fill_uniform(o.dtype, &grid, -1.1, 1.1, &rng);
-  fill_uniform(o.dtype, &grad, -1, 1, &rng);
-  const TensorView in_v{input.data.get(), o.dtype, in_shape, strides(in_shape)};
-  const TensorView grid_v{grid.data.get(), o.dtype, grid_shape, contiguous_strides(grid_shape)};
-  const TensorView grad_v{grad.data.get(), o.dtype, out_shape, strides(out_shape)};
+  fill_uniform(&input, -1, 1, &rng);
+  fill_uniform(&grid, -1.1, 1.1, &rng);
+  fill_uniform(&grad, -1, 1, &rng);
   auto call = [&]() -> Status {
     if (o.backward) {
-      return grid_sampler_2d_backward(
-          grad_v, in_v, grid_v, {out_or_dx.data.get(), o.dtype, in_shape, strides(in_shape)},
-          {dgrid.data.get(), o.dtype, grid_shape, contiguous_strides(grid_shape)}, o.options);
+      return grid_sampler_2d_backward(grad.view(), input.view(), grid.view(), out_or_dx.mutable_view(),
+                                      dgrid.mutable_view(), o.options);
     }
-    return grid_sampler_2d(in_v, grid_v, {out_or_dx.data.get(), o.dtype, out_shape, strides(out_shape)},
-                           o.options);
+    return grid_sampler_2d(input.view(), grid.view(), out_or_dx.mutable_view(), o.options);
   };
   if (Status s = call(); !s.ok()) return s;  // warm-up, and validation
   std::vector<double> ms;

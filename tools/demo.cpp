@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <ostream>
@@ -15,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.hpp"
+#include "host/tensor.hpp"
 #include "png_writer.hpp"
 #include "reference/reference.hpp"
 
@@ -46,52 +45,7 @@ std::string format(const char* fmt, auto... args) {
   return buf;
 }
 
-// ---------------------------------------------------------------------------
-// A dense row-major tensor in one dtype that owns its memory.
-
-class Buffer {
- public:
-  Buffer(DType dtype, const Shape4& shape)
-      : dtype_(dtype),
-        shape_(shape),
-        numel_(shape[0] * shape[1] * shape[2] * shape[3]),
-        bytes_(static_cast<std::size_t>(numel_) * dtype_size(dtype)) {}
-
-  TensorView view() const { return TensorView::contiguous(bytes_.data(), dtype_, shape_); }
-  MutableTensorView mutable_view() { return MutableTensorView::contiguous(bytes_.data(), dtype_, shape_); }
-  const Shape4& shape() const { return shape_; }
-
-  // Every element, widened exactly to double.
-  std::vector<double> values() const {
-    std::vector<double> v(static_cast<std::size_t>(numel_));
-    visit_dtype(dtype_, [&](auto tag) {
-      using S = decltype(tag);
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        S s;
-        std::memcpy(&s, bytes_.data() + i * sizeof(S), sizeof(S));
-        v[i] = static_cast<double>(load(s));
-      }
-    });
-    return v;
-  }
-  // Sets every element, each rounded once to the dtype.
-  void assign(const std::vector<double>& v) {
-    visit_dtype(dtype_, [&](auto tag) {
-      using S = decltype(tag);
-      for (std::size_t i = 0; i < v.size() && i < static_cast<std::size_t>(numel_); ++i) {
-        const S s = store<S>(v[i]);
-        std::memcpy(bytes_.data() + i * sizeof(S), &s, sizeof(S));
-      }
-    });
-  }
-  void fill(double value) { assign(std::vector<double>(static_cast<std::size_t>(numel_), value)); }
-
- private:
-  DType dtype_;
-  Shape4 shape_;
-  int64_t numel_;
-  std::vector<unsigned char> bytes_;
-};
+using host::Tensor;
 
 // ---------------------------------------------------------------------------
 // The example.
@@ -415,13 +369,13 @@ int run_demo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   const Example ex = make_example(size, options.seed);
   const Shape4 image_shape = {kBatch, kChannels, size, size};
   const Shape4 grid_shape = {kBatch, size, size, 2};
-  Buffer input(dtype, image_shape), grid(dtype, grid_shape), grad(dtype, image_shape);
+  Tensor input(dtype, image_shape), grid(dtype, grid_shape), grad(dtype, image_shape);
   input.assign(ex.input);
   grid.assign(ex.grid);
   const std::vector<double> input_values = input.values();
-  Buffer ref_out(dtype, image_shape), lib_out(dtype, image_shape);
-  Buffer ref_dx(dtype, image_shape), lib_dx(dtype, image_shape);
-  Buffer ref_dgrid(dtype, grid_shape), lib_dgrid(dtype, grid_shape);
+  Tensor ref_out(dtype, image_shape), lib_out(dtype, image_shape);
+  Tensor ref_dx(dtype, image_shape), lib_dx(dtype, image_shape);
+  Tensor ref_dgrid(dtype, grid_shape), lib_dgrid(dtype, grid_shape);
   const double tol = tolerance(dtype);
 
   const std::string dtype_name(to_string(dtype));

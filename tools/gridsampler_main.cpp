@@ -16,15 +16,12 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -33,10 +30,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/half.hpp"
 #include "bench.hpp"
 #include "demo.hpp"
 #include "gridsampler/gridsampler.hpp"
+#include "host/tensor.hpp"
 #include "io/npy.hpp"
 
 #ifndef GRIDSAMPLER_VERSION
@@ -75,113 +72,15 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 }
 
 // ---------------------------------------------------------------------------
-// Tensors: a dense NCHW-ordered (C order) 4-D array in one dtype.
+// Operands: a dense NCHW-ordered (C order) tensor and the name messages use.
 
-struct Tensor {
+struct Operand {
   std::string name;  // "input", "grid", ... as used in messages
-  gs::DType dtype = gs::DType::kFloat32;
-  gs::Shape4 shape{};
-  std::vector<std::byte> data;
-
-  gs::TensorView view() const { return gs::TensorView::contiguous(data.data(), dtype, shape); }
-  gs::MutableTensorView mutable_view() {
-    return gs::MutableTensorView::contiguous(data.data(), dtype, shape);
-  }
+  gs::host::Tensor tensor;
 };
 
-int64_t numel(const gs::Shape4& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-double load_as_double(const std::byte* p, gs::DType dtype) {
-  switch (dtype) {
-    case gs::DType::kFloat16: {
-      gs::Half h;
-      std::memcpy(&h.bits, p, 2);
-      return gs::half_to_double(h);
-    }
-    case gs::DType::kBFloat16: {
-      gs::BFloat16 b;
-      std::memcpy(&b.bits, p, 2);
-      return gs::bfloat16_to_double(b);
-    }
-    case gs::DType::kFloat32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case gs::DType::kFloat64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-  }
-  return 0.0;
-}
-
-// double -> float, rounded to nearest even, without the undefined behaviour
-// of a C++ conversion of an out-of-range value.
-float float_from_double(double v) {
-  const double a = std::fabs(v);
-  const float sign = std::signbit(v) ? -1.0f : 1.0f;
-  // Halfway between FLT_MAX and 2^128: from there on (ties to even) it is Inf.
-  constexpr double kOverflow = 0x1.ffffffp127;
-  if (a >= kOverflow) return std::copysign(std::numeric_limits<float>::infinity(), sign);
-  if (a > std::numeric_limits<float>::max()) return std::copysign(std::numeric_limits<float>::max(), sign);
-  return static_cast<float>(v);  // NaN included
-}
-
-void store_from_double(double v, std::byte* p, gs::DType dtype) {
-  switch (dtype) {
-    case gs::DType::kFloat16: {
-      const gs::Half h = gs::half_from_double(v);
-      std::memcpy(p, &h.bits, 2);
-      return;
-    }
-    case gs::DType::kBFloat16: {
-      const gs::BFloat16 b = gs::bfloat16_from_double(v);
-      std::memcpy(p, &b.bits, 2);
-      return;
-    }
-    case gs::DType::kFloat32: {
-      const float f = float_from_double(v);
-      std::memcpy(p, &f, 4);
-      return;
-    }
-    case gs::DType::kFloat64:
-      std::memcpy(p, &v, 8);
-      return;
-  }
-}
-
-// Allocates a tensor of `shape` and `dtype`, checking the size first.
-gs::Status allocate(const std::string& name, const gs::Shape4& shape, gs::DType dtype, Tensor* out) {
-  uint64_t bytes = gs::dtype_size(dtype);
-  for (int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
-      return error(name + ": shape too large");
-    }
-  }
-  if (bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return error(name + ": shape too large");
-  out->name = name;
-  out->dtype = dtype;
-  out->shape = shape;
-  try {
-    out->data.assign(static_cast<std::size_t>(bytes), std::byte{0});
-  } catch (const std::bad_alloc&) {
-    return gs::Status(gs::StatusCode::kInternal,
-                      name + ": out of memory allocating " + std::to_string(bytes) + " bytes");
-  } catch (const std::length_error&) {
-    return gs::Status(gs::StatusCode::kInternal,
-                      name + ": out of memory allocating " + std::to_string(bytes) + " bytes");
-  }
-  return gs::Status::Ok();
-}
-
 // Reads a 4-D tensor from a .npy file.
-gs::Status load(const std::string& name, const std::string& path, Tensor* out) {
+gs::Status load(const std::string& name, const std::string& path, Operand* out) {
   gs::npy::Array array;
   if (gs::Status s = gs::npy::read(path, &array); !s.ok()) return s;
   if (array.shape.size() != 4) {
@@ -189,73 +88,60 @@ gs::Status load(const std::string& name, const std::string& path, Tensor* out) {
                  " has shape " + shape_string(array.shape) + ")");
   }
   out->name = name;
-  out->dtype = array.dtype;
-  for (int i = 0; i < 4; ++i) out->shape[static_cast<std::size_t>(i)] = array.shape[static_cast<std::size_t>(i)];
-  out->data = std::move(array.data);
+  const gs::Shape4 shape{array.shape[0], array.shape[1], array.shape[2], array.shape[3]};
+  out->tensor = gs::host::Tensor(array.dtype, shape, std::move(array.data));
   return gs::Status::Ok();
 }
 
 // Converts `t` to `dtype` in place, one rounding per element (via double,
 // which holds every value of every source dtype exactly).
-gs::Status convert(Tensor* t, gs::DType dtype) {
-  if (t->dtype == dtype) return gs::Status::Ok();
-  Tensor converted;
-  if (gs::Status s = allocate(t->name, t->shape, dtype, &converted); !s.ok()) return s;
-  const std::size_t in_size = gs::dtype_size(t->dtype);
-  const std::size_t out_size = gs::dtype_size(dtype);
-  const int64_t n = numel(t->shape);
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = load_as_double(t->data.data() + static_cast<std::size_t>(i) * in_size, t->dtype);
-    store_from_double(v, converted.data.data() + static_cast<std::size_t>(i) * out_size, dtype);
-  }
-  *t = std::move(converted);
+gs::Status convert(Operand* t, gs::DType dtype) {
+  if (t->tensor.dtype() == dtype) return gs::Status::Ok();
+  gs::host::Tensor converted;
+  if (gs::Status s = gs::host::Tensor::allocate(t->name, dtype, t->tensor.shape(), &converted); !s.ok()) return s;
+  converted.assign_from(t->tensor);
+  t->tensor = std::move(converted);
   return gs::Status::Ok();
 }
 
 // Picks the compute dtype: the one requested, to which every tensor is then
 // converted, or else the one all tensors share.
-gs::Status unify_dtypes(const std::vector<Tensor*>& tensors, std::optional<gs::DType> requested,
+gs::Status unify_dtypes(const std::vector<Operand*>& operands, std::optional<gs::DType> requested,
                         gs::DType* compute) {
   if (requested) {
-    for (Tensor* t : tensors) {
+    for (Operand* t : operands) {
       if (gs::Status s = convert(t, *requested); !s.ok()) return s;
     }
     *compute = *requested;
     return gs::Status::Ok();
   }
-  const Tensor* first = tensors.front();
-  for (const Tensor* t : tensors) {
-    if (t->dtype != first->dtype) {
-      return error("mixed dtypes: " + first->name + " is " + std::string(gs::to_string(first->dtype)) + ", " +
-                   t->name + " is " + std::string(gs::to_string(t->dtype)) +
+  const Operand* first = operands.front();
+  for (const Operand* t : operands) {
+    if (t->tensor.dtype() != first->tensor.dtype()) {
+      return error("mixed dtypes: " + first->name + " is " + std::string(gs::to_string(first->tensor.dtype())) +
+                   ", " + t->name + " is " + std::string(gs::to_string(t->tensor.dtype())) +
                    " (give --dtype to convert them all to one)");
     }
   }
-  *compute = first->dtype;
+  *compute = first->tensor.dtype();
   return gs::Status::Ok();
 }
 
 // The .npy form of a result: bfloat16 (which .npy lacks) is widened exactly
 // to float32.
-gs::npy::Array to_npy(Tensor&& t) {
+gs::npy::Array to_npy(Operand&& t) {
   gs::npy::Array array;
-  array.shape.assign(t.shape.begin(), t.shape.end());
-  if (t.dtype != gs::DType::kBFloat16) {
-    array.dtype = t.dtype;
-    array.data = std::move(t.data);
+  array.shape.assign(t.tensor.shape().begin(), t.tensor.shape().end());
+  if (t.tensor.dtype() != gs::DType::kBFloat16) {
+    array.dtype = t.tensor.dtype();
+    array.data = t.tensor.release();
     return array;
   }
+  gs::host::Tensor widened(gs::DType::kFloat32, t.tensor.shape());
+  widened.assign_from(t.tensor);
+  t.tensor = gs::host::Tensor();
   array.dtype = gs::DType::kFloat32;
-  const int64_t n = numel(t.shape);
-  array.data.resize(static_cast<std::size_t>(n) * 4);
-  for (int64_t i = 0; i < n; ++i) {
-    gs::BFloat16 b;
-    std::memcpy(&b.bits, t.data.data() + static_cast<std::size_t>(i) * 2, 2);
-    const float f = gs::bfloat16_to_float(b);
-    std::memcpy(array.data.data() + static_cast<std::size_t>(i) * 4, &f, 4);
-  }
-  t.data.clear();
-  t.data.shrink_to_fit();
+  array.data = widened.release();
   return array;
 }
 
@@ -348,16 +234,19 @@ gs::Status run_forward(const ForwardArgs& args) {
   gs::Options options;
   std::optional<gs::DType> requested;
   if (gs::Status s = resolve_sampling(args.sampling, &options, &requested); !s.ok()) return s;
-  Tensor input, grid;
+  Operand input, grid;
   if (gs::Status s = load("input", args.input, &input); !s.ok()) return s;
   if (gs::Status s = load("grid", args.grid, &grid); !s.ok()) return s;
   gs::DType dtype = gs::DType::kFloat32;
   if (gs::Status s = unify_dtypes({&input, &grid}, requested, &dtype); !s.ok()) return s;
 
-  Tensor output;
-  const gs::Shape4 out_shape{input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]};
-  if (gs::Status s = allocate("output", out_shape, dtype, &output); !s.ok()) return s;
-  if (gs::Status s = gs::grid_sampler_2d(input.view(), grid.view(), output.mutable_view(), options); !s.ok()) {
+  Operand output{"output", {}};
+  const gs::Shape4& in_shape = input.tensor.shape();
+  const gs::Shape4& grid_shape = grid.tensor.shape();
+  const gs::Shape4 out_shape{in_shape[0], in_shape[1], grid_shape[1], grid_shape[2]};
+  if (gs::Status s = gs::host::Tensor::allocate(output.name, dtype, out_shape, &output.tensor); !s.ok()) return s;
+  if (gs::Status s = gs::grid_sampler_2d(input.tensor.view(), grid.tensor.view(), output.tensor.mutable_view(), options);
+      !s.ok()) {
     return s;
   }
   std::vector<PendingOutput> outputs;
@@ -398,25 +287,27 @@ gs::Status run_backward(const BackwardArgs& args) {
   }
   const gs::OutputMask mask{!args.no_dx, !args.no_dgrid};
 
-  Tensor grad, input, grid;
+  Operand grad, input, grid;
   if (gs::Status s = load("grad", args.grad, &grad); !s.ok()) return s;
   if (gs::Status s = load("input", args.input, &input); !s.ok()) return s;
   if (gs::Status s = load("grid", args.grid, &grid); !s.ok()) return s;
   gs::DType dtype = gs::DType::kFloat32;
   if (gs::Status s = unify_dtypes({&grad, &input, &grid}, requested, &dtype); !s.ok()) return s;
 
-  Tensor dx, dgrid;
+  Operand dx{"dx", {}}, dgrid{"dgrid", {}};
   gs::MutableTensorView dx_view{}, dgrid_view{};
   if (mask.input) {
-    if (gs::Status s = allocate("dx", input.shape, dtype, &dx); !s.ok()) return s;
-    dx_view = dx.mutable_view();
+    if (gs::Status s = gs::host::Tensor::allocate(dx.name, dtype, input.tensor.shape(), &dx.tensor); !s.ok()) return s;
+    dx_view = dx.tensor.mutable_view();
   }
   if (mask.grid) {
-    if (gs::Status s = allocate("dgrid", grid.shape, dtype, &dgrid); !s.ok()) return s;
-    dgrid_view = dgrid.mutable_view();
+    if (gs::Status s = gs::host::Tensor::allocate(dgrid.name, dtype, grid.tensor.shape(), &dgrid.tensor); !s.ok()) {
+      return s;
+    }
+    dgrid_view = dgrid.tensor.mutable_view();
   }
-  if (gs::Status s = gs::grid_sampler_2d_backward(grad.view(), input.view(), grid.view(), dx_view, dgrid_view,
-                                                  options, mask);
+  if (gs::Status s = gs::grid_sampler_2d_backward(grad.tensor.view(), input.tensor.view(), grid.tensor.view(),
+                                                  dx_view, dgrid_view, options, mask);
       !s.ok()) {
     return s;
   }

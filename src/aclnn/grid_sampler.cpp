@@ -7,6 +7,7 @@
 #include "aclnn/handles.hpp"
 #include "aclnnop/aclnn_grid_sampler2d.h"
 #include "aclnnop/aclnn_grid_sampler2d_backward.h"
+#include "core/validate.hpp"
 #include "cpu/plan.hpp"
 
 namespace gridsampler::aclnn {
@@ -67,13 +68,9 @@ aclnnStatus to_view(const char* name, const aclTensor* t, MutableTensorView* vie
         return fail(ACLNN_ERR_PARAM_INVALID, named(name, "storage size overflows 64 bits"));
       }
     }
-    int64_t lo = t->offset, hi = t->offset;
-    for (int d = 0; d < 4; ++d) {
-      int64_t reach = 0;
-      const int64_t s = t->strides[d];
-      const bool bad = s == INT64_MIN || __builtin_mul_overflow(t->dims[d] - 1, s < 0 ? -s : s, &reach) ||
-                       (s < 0 ? __builtin_sub_overflow(lo, reach, &lo) : __builtin_add_overflow(hi, reach, &hi));
-      if (bad) return fail(ACLNN_ERR_PARAM_INVALID, named(name, "strides overflow 64 bits"));
+    int64_t lo = 0, hi = 0;
+    if (!detail::stride_reach(view->shape, view->strides, t->offset, &lo, &hi)) {
+      return fail(ACLNN_ERR_PARAM_INVALID, named(name, "strides overflow 64 bits"));
     }
     if (lo < 0 || hi >= storage) {
       return fail(ACLNN_ERR_PARAM_INVALID,

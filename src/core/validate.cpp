@@ -58,14 +58,8 @@ Status check_tensor(const char* name, DType dtype, const Shape4& shape, const Sh
   if (overflow) return invalid(std::string(name) + ": element count overflows 64 bits");
   const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
   int64_t lo = 0, hi = 0;  // element offsets of the lowest and highest element
-  for (int d = 0; d < 4; ++d) {
-    int64_t reach = 0;
-    const bool bad =
-        strides[d] == INT64_MIN ||
-        __builtin_mul_overflow(shape[d] - 1, std::llabs(strides[d]), &reach) ||
-        (strides[d] < 0 ? __builtin_sub_overflow(lo, reach, &lo)
-                        : __builtin_add_overflow(hi, reach, &hi));
-    if (bad) return invalid(std::string(name) + ": strides address more than 2^63 bytes");
+  if (!stride_reach(shape, strides, 0, &lo, &hi)) {
+    return invalid(std::string(name) + ": strides address more than 2^63 bytes");
   }
   int64_t lo_bytes = 0, hi_bytes = 0;
   if (__builtin_mul_overflow(lo, elem, &lo_bytes) || __builtin_add_overflow(hi, 1, &hi) ||
@@ -219,6 +213,19 @@ Status check_output(const char* name, const MutableTensorView& t, const Shape4& 
 }
 
 }  // namespace
+
+bool stride_reach(const Shape4& shape, const Shape4& strides, int64_t origin, int64_t* lo, int64_t* hi) {
+  *lo = *hi = origin;
+  for (int d = 0; d < 4; ++d) {
+    int64_t reach = 0;
+    const bool bad = strides[d] == INT64_MIN ||
+                     __builtin_mul_overflow(shape[d] - 1, std::llabs(strides[d]), &reach) ||
+                     (strides[d] < 0 ? __builtin_sub_overflow(*lo, reach, lo)
+                                     : __builtin_add_overflow(*hi, reach, hi));
+    if (bad) return false;
+  }
+  return true;
+}
 
 Status validate_forward(const TensorView& input, const TensorView& grid,
                         const MutableTensorView& output, const Options& options, Problem* p,

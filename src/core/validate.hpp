@@ -29,6 +29,12 @@ struct TensorNames {
   const char* output = "output";
 };
 
+// Element offsets of the lowest (*lo) and highest (*hi) element of a view of
+// `shape` and `strides` whose element (0, 0, 0, 0) sits at offset `origin`.
+// False when an offset, or a stride's reach, does not fit in int64_t (a
+// stride of INT64_MIN included). Every dimension must be positive.
+bool stride_reach(const Shape4& shape, const Shape4& strides, int64_t origin, int64_t* lo, int64_t* hi);
+
 Status validate_forward(const TensorView& input, const TensorView& grid,
                         const MutableTensorView& output, const Options& options, Problem* problem,
                         const TensorNames& names = {});

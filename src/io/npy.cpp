@@ -379,18 +379,10 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
   return s;
 }
 
+// Core's name; a value outside the enum (which only a bug passes) by number.
 std::string dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat64:
-      return "float64";
-  }
-  return "dtype " + std::to_string(static_cast<int>(dtype));
+  const std::string_view name = to_string(dtype);
+  return name == "unknown" ? "dtype " + std::to_string(static_cast<int>(dtype)) : std::string(name);
 }
 
 const char* descr_of(DType dtype) {
@@ -405,19 +397,6 @@ const char* descr_of(DType dtype) {
       break;
   }
   return nullptr;
-}
-
-std::size_t item_size(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 2;
-    case DType::kFloat32:
-      return 4;
-    case DType::kFloat64:
-      return 8;
-  }
-  return 0;
 }
 
 // numel * itemsize with overflow checks. Returns false if the byte count
@@ -568,7 +547,7 @@ Status read(const std::string& path, Array* out) {
     dims.push_back(item.magnitude);
   }
 
-  const std::size_t itemsize = item_size(*dtype);
+  const std::size_t itemsize = dtype_size(*dtype);
   uint64_t need = 0;
   if (!byte_count(dims, itemsize, &need)) {
     return invalid(path, "shape " + shape_to_string(dims) + " is too large");
@@ -585,7 +564,7 @@ Status read(const std::string& path, Array* out) {
     return invalid(path, "array too large for this machine");
   }
 
-  std::vector<std::byte> data;
+  host::Bytes data;
   try {
     data.resize(static_cast<std::size_t>(need));
   } catch (const std::bad_alloc&) {
@@ -647,7 +626,7 @@ Status write(const std::string& path, const Array& array) {
                              std::to_string(kMaxDims) + ")");
   }
   uint64_t need = 0;
-  if (!byte_count(array.shape, item_size(array.dtype), &need)) {
+  if (!byte_count(array.shape, dtype_size(array.dtype), &need)) {
     return invalid(path, "cannot write shape " + shape_to_string(array.shape) +
                              " (negative or too large)");
   }

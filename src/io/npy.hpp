@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "gridsampler/gridsampler.hpp"
+#include "host/aligned_bytes.hpp"
 
 namespace gridsampler::npy {
 
 struct Array {
   DType dtype = DType::kFloat32;  // kFloat16, kFloat32 or kFloat64 (never bfloat16)
   std::vector<int64_t> shape;
-  std::vector<std::byte> data;  // numel * dtype_size bytes, C order, little-endian
+  host::Bytes data;  // numel * dtype_size bytes, C order, little-endian
 
   int64_t numel() const;
 };
