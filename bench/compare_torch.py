@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """gridsampler's backward (and optionally forward) against PyTorch's CPU
-grid_sampler_2d_backward, on the case table of issue 4, in one run.
+grid_sampler_2d_backward, on a table of eight cases (CASES below: the common
+training shape, a larger image with border padding, a batch-1 512x512 image,
+many channels on a small image, both bicubic paddings, nearest, float64), in
+one run.
 
 For each case and thread count the two are timed in turns (torch, then
 gridsampler, repeated `--rounds` times) so that the machine's drift affects

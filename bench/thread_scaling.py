@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How much faster gridsampler runs on 2 threads than on 1 (or any two thread
-counts), on the case table of issue 4 (bench/compare_torch.py's CASES).
+counts), on bench/compare_torch.py's table of cases (CASES).
 
 For each case the two thread counts are timed in turns, `--rounds` times, with
 `gridsampler bench` (each a median of `--reps` calls), so that the machine's

@@ -99,7 +99,7 @@ fi
 bash scripts/install-deps.sh
 # The tests here exercise the bindings and the torch integration; the SIMD
 # targets are covered by the C++ suite (simd_targets_test). So CI compiles the
-# kernels for one target only (about a third of the build time); a plain
+# kernels for one target only, the largest saving in build time; a plain
 # `pip install .` still builds every target with run-time dispatch.
 PY_SIMD_TARGETS=${GRIDSAMPLER_PY_SIMD_TARGETS:-baseline}
 log "pip install . (SIMD targets: $PY_SIMD_TARGETS)"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Sanitizer and fuzzing CI (issue 5). Three stages, each timed:
+# Sanitizer and fuzzing CI. Three stages, each timed:
 #
 #   asan  The whole project and every test, built with clang and
 #         AddressSanitizer + UndefinedBehaviorSanitizer (clang's "undefined"
 #         includes float-cast-overflow, which GCC's does not) in build-asan,
 #         run by ctest. The library is also compiled with libFuzzer's coverage
-#         hooks (fuzzer-no-link), so that when the root CMakeLists.txt has
-#         add_subdirectory(fuzz) the fuzzers come out of this same build.
+#         hooks (fuzzer-no-link), so that the fuzzers (fuzz/, which the root
+#         CMakeLists.txt adds) come out of this same build.
 #   tsan  The threaded tests under ThreadSanitizer, in build-tsan: clang,
 #         LLVM's OpenMP runtime (libomp; GCC's libgomp is invisible to TSan)
 #         and its Archer tool (libarcher.so), which tells TSan about OpenMP's
@@ -155,8 +155,9 @@ fuzz() {
     # The committed corpus is read, the new inputs go to a scratch folder; a
     # crash leaves its input in $work and fails the stage.
     # One OpenMP thread by default: with more, libomp's fork/join under ASan
-    # cuts the aclnn fuzzer from ~1200 to ~150 runs/s on 2 cores. The harness
-    # still runs the C++ API with 1-3 threads (and TSan checks the threads).
+    # costs most of the fuzzer's runs per second (docs/performance.md). The
+    # harness still runs the C++ API with 1-3 threads (and TSan checks the
+    # threads).
     if ! OMP_NUM_THREADS=1 "$dir/${name}_fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=30 \
         -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$work/" \
         "$work/$name" "fuzz/corpus/$name" >"$work/$name.log" 2>&1; then

@@ -14,7 +14,8 @@ module does not import torch. The differentiable PyTorch drop-in for
 ``torch.nn.functional.grid_sample`` is ``gridsampler.torch.grid_sample``.
 
 Errors: a dtype problem raises ``TypeError``, any other bad argument
-``ValueError``, with the C++ library's message (e.g.
+``ValueError``, a failure inside the library (no memory for its workspace)
+``RuntimeError``, each with the C++ library's message (e.g.
 ``grid: last dimension must be 2, got 3``).
 """
 
@@ -137,10 +138,9 @@ class _Frame:
         args = [self.arg(n, a) for n, a in zip(names, arrays)]
         try:
             fn(*args, *options, num_threads=int(num_threads), uint16_as_bfloat16=self.bfloat16)
-        except TypeError as e:
-            if "incompatible function arguments" not in str(e):
-                raise
-            # nanobind could not read an argument in place: say which one.
+        except TypeError:
+            # An argument nanobind cannot read in place makes it refuse the
+            # whole call without naming the argument: name it.
             for name, a in zip(names, args):
                 if a is not None and not _readable(a):
                     raise TypeError(

@@ -6,9 +6,16 @@
 // the library wants them). Allocating the outputs, in the caller's framework,
 // is the job of the Python layer (gridsampler/__init__.py, gridsampler/torch.py).
 //
-// Errors: a dtype problem raises TypeError, anything else the library rejects
-// raises ValueError; the message is the library's ("grid: last dimension must
-// be 2, got 3").
+// Errors carry the library's message ("grid: last dimension must be 2, got
+// 3"); their Python type says what kind of problem it is:
+//   TypeError     an array of a dtype the library does not compute, or arrays
+//                 of different dtypes (both found here, while the arrays are
+//                 turned into views, since Python reports type problems so);
+//   ValueError    anything else the library rejects: StatusCode
+//                 kInvalidArgument, or kNullPointer;
+//   RuntimeError  StatusCode kInternal (a bug or an allocation failure), or a
+//                 code this module does not know.
+// The type is chosen from the StatusCode alone, never from the message text.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -115,15 +122,24 @@ gs::Options to_options(std::string_view mode, std::string_view padding, bool ali
   return o;
 }
 
+// Every array of a call shares the dtype of `input` (the library's rule,
+// checked here first so that a mismatch is a TypeError); the message is the
+// library's for the same rule.
+void check_same_dtype(const char* name, gs::DType dtype, gs::DType input_dtype) {
+  if (dtype == input_dtype) return;
+  throw nb::type_error((std::string(name) + ": dtype " + std::string(gs::to_string(dtype)) +
+                        " differs from input's " + std::string(gs::to_string(input_dtype)))
+                           .c_str());
+}
+
 void raise_if_error(const gs::Status& s) {
-  if (s.ok()) return;
-  const std::string& msg = s.message();
-  // "<tensor>: dtype X differs from input's Y", "<tensor>: unknown dtype value N"
-  if (msg.find(": dtype ") != std::string::npos || msg.find("unknown dtype") != std::string::npos) {
-    throw nb::type_error(msg.c_str());
+  switch (s.code()) {
+    case gs::StatusCode::kOk: return;
+    case gs::StatusCode::kInvalidArgument:
+    case gs::StatusCode::kNullPointer: throw nb::value_error(s.message().c_str());
+    case gs::StatusCode::kInternal: break;
   }
-  if (s.code() == gs::StatusCode::kInternal) throw std::runtime_error(msg);
-  throw nb::value_error(msg.c_str());
+  throw std::runtime_error(s.message());  // nanobind raises RuntimeError
 }
 
 void forward(const InArray& input, const InArray& grid, const OutArray& output,
@@ -133,6 +149,8 @@ void forward(const InArray& input, const InArray& grid, const OutArray& output,
   const auto in = to_view<gs::TensorView>("input", input, bf16);
   const auto gr = to_view<gs::TensorView>("grid", grid, bf16);
   const auto out = to_view<gs::MutableTensorView>("output", output, bf16);
+  check_same_dtype("grid", gr.dtype, in.dtype);
+  check_same_dtype("output", out.dtype, in.dtype);
   gs::Status s;
   {
     nb::gil_scoped_release release;
@@ -155,6 +173,10 @@ void backward(const InArray& grad, const InArray& input, const InArray& grid,
   gs::MutableTensorView dx_view, dgrid_view;  // empty when not wanted
   if (mask.input) dx_view = to_view<gs::MutableTensorView>("dx", *dx, bf16);
   if (mask.grid) dgrid_view = to_view<gs::MutableTensorView>("dgrid", *dgrid, bf16);
+  check_same_dtype("grid", gr.dtype, in.dtype);
+  check_same_dtype("grad", g.dtype, in.dtype);
+  if (mask.input) check_same_dtype("dx", dx_view.dtype, in.dtype);
+  if (mask.grid) check_same_dtype("dgrid", dgrid_view.dtype, in.dtype);
   gs::Status s;
   {
     nb::gil_scoped_release release;
@@ -181,4 +203,12 @@ NB_MODULE(_gridsampler, m) {
   m.def(
       "_readable", [](const InArray&) {}, nb::arg("array"),
       "Raises TypeError when `array` cannot be read in place (used for error messages).");
+  m.def(
+      "_raise_for_status",
+      [](int code, const std::string& message) {
+        raise_if_error(gs::Status(static_cast<gs::StatusCode>(code), message));
+      },
+      nb::arg("code"), nb::arg("message"),
+      "Raises what a call raises when the library returns this StatusCode value and message "
+      "(nothing for 0, ok); lets the tests reach codes no argument can provoke.");
 }

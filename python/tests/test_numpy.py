@@ -149,6 +149,38 @@ def test_errors(arrays, kwargs, exc, message):
         gridsampler.grid_sample_backward(arrays["w"], arrays["x"], arrays["g"], **kwargs)
 
 
+@pytest.mark.parametrize("code,exc", [(1, ValueError), (2, ValueError), (3, RuntimeError),
+                                      (99, RuntimeError)])
+def test_exception_type_follows_status_code(code, exc):
+    """The library's StatusCode (1 invalid argument, 2 null pointer, 3 internal;
+    99 one the bindings do not know) picks the type; the message, here one that
+    reads like a dtype problem, is passed on as it is and picks nothing."""
+    from gridsampler import _gridsampler as _C
+
+    message = "grid: dtype float64 differs from input's float32"
+    with pytest.raises(exc) as info:
+        _C._raise_for_status(code, message)
+    assert type(info.value) is exc and str(info.value) == message
+    assert _C._raise_for_status(0, "") is None  # ok
+
+
+def test_exception_types_of_direct_extension_calls():
+    """The extension itself, without the Python layer's checks: a dtype
+    mismatch is a TypeError, the library's kInvalidArgument a ValueError."""
+    from gridsampler import _gridsampler as _C
+
+    x = np.zeros((1, 2, 3, 4), np.float32)
+    g = np.zeros((1, 2, 2, 2), np.float32)
+    w = np.zeros((1, 2, 2, 2), np.float32)
+    opts = ("bilinear", "zeros", False)
+    with pytest.raises(TypeError, match="output: dtype float64 differs from input's float32"):
+        _C.forward(x, g, np.zeros((1, 2, 2, 2)), *opts)
+    with pytest.raises(TypeError, match="dgrid: dtype float16 differs from input's float32"):
+        _C.backward(w, x, g, None, np.zeros((1, 2, 2, 2), np.float16), *opts)
+    with pytest.raises(ValueError, match="dx: memory overlaps input"):
+        _C.backward(w, x, g, x, None, *opts)
+
+
 def test_import_does_not_import_torch():
     code = "import sys, gridsampler; assert 'torch' not in sys.modules; print('ok')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
