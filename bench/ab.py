@@ -28,7 +28,8 @@ refactors that must keep the same bits and the same speed.
   `valgrind --tool=callgrind`, for each case and op, with
   GRIDSAMPLER_SIMD_TARGET=AVX2 (valgrind has no AVX-512). The bench makes its
   random data, calls once to warm up, then --reps times; so each side runs with
-  --reps 1 and --reps 3 and the table's per-call Ir is (Ir(3) - Ir(1)) / 2,
+  --reps 1 and --reps R (--calls, default 3) and the table's per-call Ir is
+  (Ir(R) - Ir(1)) / (R - 1),
   which leaves out the data generation and the first call's one-time set-up.
   Total Ir at --reps 1 is shown beside it. Flags per-call ratios outside
   +-tolerance percent; also lists which Highway namespaces (N_AVX2, ...) the
@@ -344,7 +345,8 @@ def cmd_callgrind(args):
     clis = {"old": check_cli(args.old), "new": check_cli(args.new)}
     cases = select_cases(args, quick_default=True)
     work = tempfile.mkdtemp(prefix="ab_callgrind.")
-    print(f"GRIDSAMPLER_SIMD_TARGET={args.target}, 1 thread; per call = (Ir at --reps 3 - Ir at --reps 1) / 2 "
+    hi = max(args.calls, 2)
+    print(f"GRIDSAMPLER_SIMD_TARGET={args.target}, 1 thread; per call = (Ir at --reps {hi} - Ir at --reps 1) / {hi - 1} "
           f"(leaves out data generation and the warm-up call); flag: per-call ratio outside "
           f"+-{args.tolerance}%\n")
     print("| case | old Ir/call | new Ir/call | new/old | old Ir total (reps 1) | new Ir total (reps 1) | "
@@ -356,8 +358,8 @@ def cmd_callgrind(args):
             per_call, totals, seen = {}, {}, set()
             for side in ("old", "new"):
                 ir1, s1 = callgrind_ir(clis[side], case, op, 1, args.target, work)
-                ir3, s3 = callgrind_ir(clis[side], case, op, 3, args.target, work)
-                per_call[side] = (ir3 - ir1) / 2
+                ir3, s3 = callgrind_ir(clis[side], case, op, hi, args.target, work)
+                per_call[side] = (ir3 - ir1) / (hi - 1)
                 totals[side] = ir1
                 seen |= s1 | s3
             ratio = per_call["new"] / per_call["old"] if per_call["old"] else float("nan")
@@ -453,6 +455,8 @@ def main():
         if name == "callgrind":
             p.add_argument("--target", default="AVX2", help="GRIDSAMPLER_SIMD_TARGET (default: AVX2)")
             p.add_argument("--tolerance", type=float, default=1.0, help="percent (default: 1)")
+            p.add_argument("--calls", type=int, default=3,
+                           help="--reps of the second run; per call = difference / (calls - 1) (default: 3)")
         else:
             p.add_argument("--rounds", type=int, help="alternating rounds (default: 11; --quick 3)")
             p.add_argument("--reps", type=int, help="bench --reps per run (default: 10; --quick 3)")

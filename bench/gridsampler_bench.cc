@@ -1,5 +1,5 @@
 // Google Benchmark suite: the backward (and forward) on the case table whose
-// PyTorch timings README.md lists, and on shapes from models that call
+// PyTorch timings docs/performance.md lists, and on shapes from models that call
 // grid_sample every step.
 // Counters: bytes of all inputs and outputs per second, output pixels/s.
 //   build/bench/gridsampler_bench --benchmark_filter=... [--benchmark_min_time=0.2]
@@ -69,7 +69,7 @@ void register_all() {
     Case k;
   };
   const Named cases[] = {
-      // The case table (its PyTorch timings are in README.md).
+      // The case table of bench/compare_torch.py (PyTorch timings: docs/performance.md).
       {"table/8x64x64x64_bilinear_zeros", {8, 64, 64, 64, 64, 64, I::kBilinear, P::kZeros, false}},
       {"table/4x32x128x128_bilinear_border_align", {4, 32, 128, 128, 128, 128, I::kBilinear, P::kBorder, true}},
       {"table/1x3x512x512_bilinear_zeros", {1, 3, 512, 512, 512, 512, I::kBilinear, P::kZeros, false}},

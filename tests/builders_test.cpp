@@ -1,29 +1,26 @@
-// The stencil builders (src/cpu/builders-inl.h) on every compiled SIMD
-// target, against the scalar stencil (src/cpu/stencil.hpp, built on the
-// coordinate policy of core/coords.hpp): every mode, padding,
-// align_corners, tap form and grid dtype, on grids full of NaN, infinities,
-// huge values, lattice points and pixel edges. Taps must match bit for bit.
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "builders_test.cpp"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// The stencil builders (src/cpu/builders-inl.h) of every compiled SIMD
+// target that this CPU runs, taken from the library's own kernel tables (so
+// the code under test is the code that ships), against the scalar stencil
+// (src/cpu/stencil.hpp, built on the coordinate policy of core/coords.hpp):
+// every mode, padding, align_corners, tap form and grid dtype, on grids full
+// of NaN, infinities, huge values, lattice points and pixel edges. Taps must
+// match bit for bit.
+#include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/block_test_util.hpp"
 #include "core/dtype.hpp"
-#include "cpu/builders-inl.h"
+#include "cpu/dispatch.hpp"
 #include "cpu/stencil.hpp"
 #include "cpu/tile.hpp"
-#include "gtest/gtest.h"
-#include "hwy/highway.h"
-#include "hwy/tests/hwy_gtest.h"
 
-HWY_BEFORE_NAMESPACE();
 namespace gridsampler::cpu {
-namespace HWY_NAMESPACE {
 namespace {
 
 using gstest::Params;
@@ -51,7 +48,7 @@ double grid_value(Rng& rng, int64_t size, bool align) {
 }
 
 template <class S, Interpolation M, Padding P, bool kAlign, bool kStrided>
-void check_builder(Rng& rng, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, bool dense_grid,
+void check_builder(BuildTileFn build, Rng& rng, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, bool dense_grid,
                    bool dense_out) {
   using T = compute_t<S>;
   constexpr int K = kTaps<M>;
@@ -77,7 +74,7 @@ void check_builder(Rng& rng, int64_t in_h, int64_t in_w, int64_t out_h, int64_t 
   for (int64_t p0 = 0; p0 < pixels; p0 += kTile) {
     const int64_t count = std::min<int64_t>(kTile, pixels - p0);
     std::memset(static_cast<void*>(tile.get()), 0xff, sizeof(*tile));
-    build_tile<S, M, P, kAlign, kStrided>(src, 1, p0, count, tile.get());
+    build(src, 1, p0, count, tile.get());
     ASSERT_EQ(tile->count, count);
     for (int64_t i = 0; i < count; ++i) {
       const int64_t q = p0 + i, h = q / out_w, w = q % out_w;
@@ -114,13 +111,18 @@ void check_builder(Rng& rng, int64_t in_h, int64_t in_w, int64_t out_h, int64_t 
 
 template <class S, Interpolation M, Padding P, bool kAlign>
 void check_modes(Rng& rng) {
+  const KernelTable table = kernels(dtype_of<S>());
+  const BuildTileFn* forms = table.build[static_cast<int>(M)][static_cast<int>(P)][kAlign ? 1 : 0];
+  const BuildTileFn flat = forms[static_cast<int>(TapForm::kFlat)];
+  const BuildTileFn strided = forms[static_cast<int>(TapForm::kStrided)];
+  ASSERT_TRUE(flat != nullptr && strided != nullptr);
   // Sizes from 1 pixel to wide rows; output sizes not multiples of kTile
   // nor of any vector length.
   const int64_t sizes[][4] = {{1, 1, 3, 5}, {1, 7, 9, 13}, {5, 3, 11, 17}, {17, 33, 8, 15}, {64, 64, 10, 31}, {3, 200, 2, 77}};
   for (const auto& sz : sizes) {
     for (int layout = 0; layout < 4; ++layout) {
-      check_builder<S, M, P, kAlign, false>(rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
-      check_builder<S, M, P, kAlign, true>(rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
+      check_builder<S, M, P, kAlign, false>(flat, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
+      check_builder<S, M, P, kAlign, true>(strided, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
     }
   }
 }
@@ -143,22 +145,25 @@ void check_dtype(uint64_t seed) {
   check_paddings<S, Interpolation::kBicubic>(rng);
 }
 
-void TestBuildersFloat() { check_dtype<float>(1); }
-void TestBuildersDouble() { check_dtype<double>(2); }
-void TestBuildersHalf() { check_dtype<Half>(3); }
-void TestBuildersBFloat16() { check_dtype<BFloat16>(4); }
+// Runs `check` once for every compiled SIMD target this CPU supports.
+template <class F>
+void for_each_target(F&& check) {
+  const int64_t all = available_targets();
+  ASSERT_NE(all, 0);
+  for (int64_t rest = all; rest != 0; rest &= rest - 1) {
+    const int64_t target = rest & -rest;
+    force_targets(target);
+    ASSERT_EQ(current_target(), target);
+    SCOPED_TRACE(std::string("SIMD target ") + target_name(target));
+    check();
+  }
+  force_targets(0);
+}
+
+TEST(Builders, Float) { for_each_target([] { check_dtype<float>(1); }); }
+TEST(Builders, Double) { for_each_target([] { check_dtype<double>(2); }); }
+TEST(Builders, Half) { for_each_target([] { check_dtype<Half>(3); }); }
+TEST(Builders, BFloat16) { for_each_target([] { check_dtype<BFloat16>(4); }); }
 
 }  // namespace
-}  // namespace HWY_NAMESPACE
 }  // namespace gridsampler::cpu
-HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace gridsampler::cpu {
-HWY_BEFORE_TEST(Builders);
-HWY_EXPORT_AND_TEST_P(Builders, TestBuildersFloat);
-HWY_EXPORT_AND_TEST_P(Builders, TestBuildersDouble);
-HWY_EXPORT_AND_TEST_P(Builders, TestBuildersHalf);
-HWY_EXPORT_AND_TEST_P(Builders, TestBuildersBFloat16);
-}  // namespace gridsampler::cpu
-#endif

@@ -1,7 +1,7 @@
-// Hostile input that the other suites do not cover (issue 5): every rejection
+// Hostile input that the other suites do not cover: every rejection
 // returns its code and a message naming the tensor and the rule and leaves
 // every output byte untouched; hard values that are valid input give the
-// values DESIGN.md §2 defines (asserted analytically, against the float64
+// values docs/design.md §2 defines (asserted analytically, against the float64
 // reference, and by the adjoint identity); offsets beyond 2^31 elements work.
 // Meant to run under ASan/UBSan too (scripts/ci-sanitize.sh), where a wrong
 // access or an undefined conversion fails the test.
@@ -993,7 +993,7 @@ TEST(CliHostile, NotRegularFilesAndTruncatedData) {
   EXPECT_TRUE(std::filesystem::is_empty(folder));
 }
 
-// Non-finite grids through the tool give the values DESIGN.md §2 defines:
+// Non-finite grids through the tool give the values docs/design.md §2 defines:
 // border maps NaN and -Inf to the first pixel and +Inf to the last.
 TEST(CliHostile, NonFiniteGridValues) {
   TempDir dir, capture;

@@ -1,4 +1,4 @@
-// Non-finite and huge coordinates (DESIGN.md §2): border maps NaN and -Inf to
+// Non-finite and huge coordinates (docs/design.md §2): border maps NaN and -Inf to
 // the first pixel and +Inf to the last, reflection maps all three to the
 // first, zeros samples nothing; their coordinate gradient is 0; huge finite
 // values are clamped, reflected or out of bounds like any other; dx stays the

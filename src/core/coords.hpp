@@ -1,11 +1,11 @@
 // The coordinate policy: the one place that says how a grid value becomes a
 // pixel coordinate (unnormalise, then pad by clipping or reflecting), what
 // its derivative is, and how bicubic weights are formed. Shared by the
-// reference, the CPU kernels and (later) other back ends; everything here is
-// a plain function of scalars so it can also be compiled for a GPU.
+// reference and the CPU kernels' scalar paths; everything here is a plain
+// function of scalars.
 //
 // Semantics are PyTorch's grid_sampler_2d (ATen/native/GridSampler.h), with
-// the decisions of DESIGN.md §2 where PyTorch has none:
+// the decisions of docs/design.md §2 where PyTorch has none:
 //   * T is the coordinate type: float for float16, bfloat16 and float32,
 //     double for float64. Every step is done in T, like PyTorch, so floor and
 //     round pick the same pixel as PyTorch does, ties included.
@@ -22,12 +22,6 @@
 
 #include "gridsampler/gridsampler.hpp"
 
-#if defined(__CUDACC__)
-#define GS_HOST_DEVICE __host__ __device__
-#else
-#define GS_HOST_DEVICE
-#endif
-
 namespace gridsampler::coords {
 
 // Images are at most kMaxExtent pixels along an axis (checked by validation),
@@ -38,34 +32,34 @@ inline constexpr int64_t kFarAway = -(int64_t{1} << 50);
 // floor(v) or nearbyint(v) as an index; kFarAway when v is not finite or too
 // large to matter.
 template <class T>
-GS_HOST_DEVICE inline int64_t to_index(T v) {
+inline int64_t to_index(T v) {
   constexpr T kLimit = static_cast<T>(int64_t{1} << 48);
   if (!(v > -kLimit && v < kLimit)) return kFarAway;
   return static_cast<int64_t>(v);
 }
 
-GS_HOST_DEVICE inline bool in_bounds(int64_t y, int64_t x, int64_t height, int64_t width) {
+inline bool in_bounds(int64_t y, int64_t x, int64_t height, int64_t width) {
   return y >= 0 && y < height && x >= 0 && x < width;
 }
 
 // [-1, 1] -> pixel coordinates. align_corners: -1 and 1 are the centres of
 // the first and last pixels; otherwise they are the outer edges.
 template <class T>
-GS_HOST_DEVICE inline T unnormalize(T coord, int64_t size, bool align_corners) {
+inline T unnormalize(T coord, int64_t size, bool align_corners) {
   if (align_corners) return ((coord + 1) / 2) * static_cast<T>(size - 1);
   return ((coord + 1) * static_cast<T>(size) - 1) / 2;
 }
 
 // d unnormalize / d coord.
 template <class T>
-GS_HOST_DEVICE inline T unnormalize_slope(int64_t size, bool align_corners) {
+inline T unnormalize_slope(int64_t size, bool align_corners) {
   return align_corners ? static_cast<T>(size - 1) / 2 : static_cast<T>(size) / 2;
 }
 
 // Clips to [0, size-1]. The slope is 1 strictly inside and 0 on or beyond the
 // border (PyTorch counts the border as outside for the gradient). NaN -> 0.
 template <class T>
-GS_HOST_DEVICE inline T clip(T in, int64_t size, T* slope) {
+inline T clip(T in, int64_t size, T* slope) {
   const T max = static_cast<T>(size - 1);
   if (!(in > 0)) {
     *slope = 0;
@@ -84,7 +78,7 @@ GS_HOST_DEVICE inline T clip(T in, int64_t size, T* slope) {
 // to 0). Same arithmetic as PyTorch, with the flip parity taken in T so huge
 // finite inputs are well defined.
 template <class T>
-GS_HOST_DEVICE inline T reflect(T in, int64_t twice_low, int64_t twice_high, T* slope) {
+inline T reflect(T in, int64_t twice_low, int64_t twice_high, T* slope) {
   if (twice_low == twice_high || !std::isfinite(in)) {
     *slope = 0;
     return 0;
@@ -112,7 +106,7 @@ GS_HOST_DEVICE inline T reflect(T in, int64_t twice_low, int64_t twice_high, T* 
 // Maps an unnormalised coordinate into the image as the padding mode says,
 // and returns d(result)/d(in) in *slope.
 template <Padding P, class T>
-GS_HOST_DEVICE inline T pad(T in, int64_t size, bool align_corners, T* slope) {
+inline T pad(T in, int64_t size, bool align_corners, T* slope) {
   if constexpr (P == Padding::kZeros) {
     *slope = 1;
     return in;
@@ -132,7 +126,7 @@ GS_HOST_DEVICE inline T pad(T in, int64_t size, bool align_corners, T* slope) {
 // Grid value -> padded pixel coordinate, with d(coordinate)/d(grid value).
 // This is the source index for bilinear and nearest.
 template <Padding P, class T>
-GS_HOST_DEVICE inline T source_index(T coord, int64_t size, bool align_corners, T* grad_mult) {
+inline T source_index(T coord, int64_t size, bool align_corners, T* grad_mult) {
   T slope = 0;
   const T out = pad<P>(unnormalize(coord, size, align_corners), size, align_corners, &slope);
   *grad_mult = unnormalize_slope<T>(size, align_corners) * slope;
@@ -146,7 +140,7 @@ GS_HOST_DEVICE inline T source_index(T coord, int64_t size, bool align_corners, 
 // the limit of the finite case) and its gradient is 0; with zeros every tap
 // is out of bounds anyway.
 template <Padding P, class T>
-GS_HOST_DEVICE inline T bicubic_source(T coord, int64_t size, bool align_corners, T* grad_mult) {
+inline T bicubic_source(T coord, int64_t size, bool align_corners, T* grad_mult) {
   const T in = unnormalize(coord, size, align_corners);
   if (P != Padding::kZeros && !std::isfinite(in)) {
     T slope = 0;
@@ -159,7 +153,7 @@ GS_HOST_DEVICE inline T bicubic_source(T coord, int64_t size, bool align_corners
 
 // Pixel index of a bicubic tap at integral position `pos` (floor + offset).
 template <Padding P, class T>
-GS_HOST_DEVICE inline int64_t tap_index(T pos, int64_t size, bool align_corners) {
+inline int64_t tap_index(T pos, int64_t size, bool align_corners) {
   T slope = 0;
   return to_index(pad<P>(pos, size, align_corners, &slope));
 }
@@ -167,7 +161,7 @@ GS_HOST_DEVICE inline int64_t tap_index(T pos, int64_t size, bool align_corners)
 // Cubic convolution weights (Keys, A = -0.75) of the taps at t+1, t, 1-t,
 // 2-t for the fraction t in [0, 1), written as in PyTorch's UpSample.h.
 template <class T>
-GS_HOST_DEVICE inline void cubic_weights(T t, T w[4]) {
+inline void cubic_weights(T t, T w[4]) {
   const T a = T(-0.75);
   auto near = [a](T x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };            // |x| <= 1
   auto far = [a](T x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };      // 1 < |x| < 2
@@ -180,9 +174,9 @@ GS_HOST_DEVICE inline void cubic_weights(T t, T w[4]) {
 }
 
 // Minus the derivatives of cubic_weights with respect to t (PyTorch's
-// get_cubic_coefficients_grad, with signed distances; see DESIGN.md §2).
+// get_cubic_coefficients_grad, with signed distances; see docs/design.md §2).
 template <class T>
-GS_HOST_DEVICE inline void cubic_weight_grads(T t, T g[4]) {
+inline void cubic_weight_grads(T t, T g[4]) {
   const T a = T(-0.75);
   T x = -1 - t;
   g[0] = (-3 * a * x - 10 * a) * x - 8 * a;

@@ -10,7 +10,7 @@
 namespace gridsampler {
 
 // Storage type S -> compute type: float for the 16-bit types and float32,
-// double for float64 (DESIGN.md §2, "Precision").
+// double for float64 (docs/design.md §2, "Precision").
 template <class S> struct ComputeOf { using type = float; };
 template <> struct ComputeOf<double> { using type = double; };
 template <class S> using compute_t = typename ComputeOf<S>::type;

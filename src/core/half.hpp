@@ -76,8 +76,8 @@ inline Half half_from_double(double v) { return {detail::round_to_bits<10, 15, 0
 inline double half_to_double(Half h) { return detail::bits_to_double<10, 15>(h.bits); }
 
 // float <-> float16 on the bits, without library calls (the kernels convert
-// every element they load or store; the double-based versions above cost
-// ~15x the whole float32 backward). Both are exact: float -> half rounds to
+// every element they load or store, and the double-based versions above
+// are far slower). Both are exact: float -> half rounds to
 // nearest even once, exactly as half_from_double(double(v)) does, since
 // float -> double is exact (half_test checks every half and random floats
 // against the compiler's _Float16).

@@ -13,8 +13,7 @@ void* allocate_workspace(std::size_t bytes, bool huge_pages = true);
 
 // A buffer of at least `bytes` kept by the calling thread between calls and
 // grown on demand (allocate_workspace), so that a call does not page-fault its
-// way through fresh memory (perf showed that at ~7% of a 4x32x128x128
-// backward). Null when it cannot be had. The same buffer serves every caller
+// way through fresh memory (docs/performance.md). Null when it cannot be had. The same buffer serves every caller
 // on the thread: use it for one call's duration only.
 void* cached_buffer(std::size_t bytes);
 

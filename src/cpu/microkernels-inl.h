@@ -126,10 +126,11 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
   // the pixel's taps).
   constexpr bool kBatchSums = L == 4 && N == 4;
   alignas(64) T lane[G][kBatchSums ? kTile * L : 1];
-  for (int i = 0; i < t.count; ++i) {
+  const int count = t.count;
+  for (int i = 0; i < count; ++i) {
     // The taps of a pixel kPrefetch ahead, whose lines are likely not in L1
     // (or L2) when the grid jumps about; one per row of a 4 x 4 stencil.
-    if (i + kPrefetch < t.count) {
+    if (i + kPrefetch < count) {
       for (int k = 0; k < K; k += (K == 16 ? 4 : 1)) {
         const int64_t q = t.acc[k][i + kPrefetch];
         if constexpr (kDx) hwy::Prefetch(acc + q * L);
@@ -178,16 +179,17 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
     // order in the vector loop and the tail.
     const hn::ScalableTag<T> dw;
     const int nw = static_cast<int>(hn::Lanes(dw));
+#pragma GCC unroll 4
     for (int c = 0; c < G; ++c) {
       const T* lanes = lane[c];
       T* out = sums[c];
       int i = 0;
-      for (; i + nw <= t.count; i += nw) {
+      for (; i + nw <= count; i += nw) {
         hn::Vec<decltype(dw)> l0, l1, l2, l3;
         hn::LoadInterleaved4(dw, lanes + i * 4, l0, l1, l2, l3);
         hn::StoreU(hn::Add(hn::LoadU(dw, out + i), hn::Add(hn::Add(l0, l1), hn::Add(l2, l3))), dw, out + i);
       }
-      for (; i < t.count; ++i) {
+      for (; i < count; ++i) {
         const T* l = lanes + i * 4;
         out[i] += (l[0] + l[1]) + (l[2] + l[3]);
       }
