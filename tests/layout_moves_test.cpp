@@ -64,7 +64,7 @@ void check_interleave(Rng& rng) {
       // Back out, into rows with gaps between them that must stay untouched.
       Guarded<S> back(static_cast<std::size_t>(L * stride));
       std::vector<unsigned char> before(back.size() * sizeof(S));
-      std::memcpy(before.data(), back.data(), before.size());
+      if (!before.empty()) std::memcpy(before.data(), back.data(), before.size());
       deinterleave_rows<L>(wide.data(), rows, n, back.data(), stride);
       ASSERT_TRUE(back.guards_intact()) << where;
       for (int j = 0; j < L; ++j) {

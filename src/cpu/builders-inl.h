@@ -254,8 +254,13 @@ inline void bicubic_taps_lanes(const float* grid_x, const float* grid_y, int cou
     iy = hn::IfThenElseZero(ok, iy);
     const VF fx = hn::Floor(ix), fy = hn::Floor(iy);
     VF cx[4], cy[4], gcx[4], gcy[4];
-    weights(hn::Sub(ix, fx), cx, gcx);
-    weights(hn::Sub(iy, fy), cy, gcy);
+    // The fractions, + 0: x - floor(x) is never -0 in scalar arithmetic, but
+    // a target whose Floor drops the sign of -0 (EMU128: -0 from a 1-pixel
+    // axis with align_corners) would make it -0 here and flip the sign of
+    // zero weights.
+    const VF zero = hn::Zero(df);
+    weights(hn::Add(hn::Sub(ix, fx), zero), cx, gcx);
+    weights(hn::Add(hn::Sub(iy, fy), zero), cy, gcy);
     VI tx[4], ty[4];
     MI x_in[4], y_in[4];
     MI bad = hn::RebindMask(di, hn::Not(ok));
