@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -79,8 +80,14 @@ class Tensor {
 
 template <class Next>
 void Tensor::fill_storage(Next&& next) {
-  const std::size_t size = dtype_size(dtype_);
-  for (std::size_t at = 0; at + size <= storage_.size(); at += size) store_element(storage_.data() + at, dtype_, next());
+  // One dtype dispatch for the whole storage, not one per element.
+  visit_dtype(dtype_, [&](auto tag) {
+    using S = decltype(tag);
+    for (std::size_t at = 0; at + sizeof(S) <= storage_.size(); at += sizeof(S)) {
+      const S s = element_from_double<S>(next());
+      std::memcpy(storage_.data() + at, &s, sizeof s);
+    }
+  });
 }
 
 }  // namespace gridsampler::host
