@@ -31,7 +31,7 @@ using gstest::same_bits;
 double grid_value(Rng& rng, int64_t size, bool align) {
   const double inf = std::numeric_limits<double>::infinity();
   const int64_t i = rng.below(size + 2) - 1;
-  switch (rng.below(16)) {
+  switch (rng.below(20)) {
     case 0: return std::nan("");
     case 1: return inf;
     case 2: return -inf;
@@ -43,6 +43,16 @@ double grid_value(Rng& rng, int64_t size, bool align) {
     case 7:  // a pixel edge: a tie for nearest
       return align ? (size > 1 ? (2.0 * i + 1) / (size - 1) - 1 : 0.5) : 2.0 * i / size - 1;
     case 8: return rng.uniform(-5, 5);  // several reflections away
+    case 9: return rng.uniform(-1, 1) * 3e3;  // thousands of reflections away
+    case 10: {  // around the vector fold's limit of 2^21 pixels
+      const double at = std::ldexp(rng.uniform(0.9, 1.1), 22) / static_cast<double>(size);
+      return rng.below(2) ? at : -at;
+    }
+    case 11: {  // an exact multiple of the reflection span (a fold boundary)
+      const double span = align ? static_cast<double>(size - 1) : static_cast<double>(size);
+      const double pixel = span * static_cast<double>(rng.below(9));
+      return align ? (size > 1 ? 2.0 * pixel / (size - 1) - 1 : 0.0) : (2.0 * pixel + 1) / size - 1;
+    }
     default: return rng.uniform(-1.3, 1.3);
   }
 }
@@ -89,12 +99,16 @@ void check_builder(BuildTileFn build, Rng& rng, int64_t in_h, int64_t in_w, int6
                                     .str();
       const int64_t out_off = dense_out ? q : h * src.out_strides[2] + w * src.out_strides[3];
       ASSERT_EQ(tile->out_off[i], out_off) << where;
+      ASSERT_EQ(tile->out_dense, dense_out) << where;
       ASSERT_TRUE(same_bits(tile->mult[0][i], s.mult_x)) << where << tile->mult[0][i] << " vs " << s.mult_x;
       ASSERT_TRUE(same_bits(tile->mult[1][i], s.mult_y)) << where << tile->mult[1][i] << " vs " << s.mult_y;
       for (int k = 0; k < K; ++k) {
         const bool ok = s.valid[k];
         const std::string tap = where + " tap=" + std::to_string(k);
         ASSERT_EQ(tile->acc[k][i], ok ? s.y[k] * in_w + s.x[k] : plane) << tap;
+        if constexpr (!kStrided && std::is_same_v<T, float>) {
+          ASSERT_EQ(tile->acc32[k][i], tile->acc[k][i]) << tap;
+        }
         ASSERT_TRUE(same_bits(tile->w[k][i], ok ? s.w[k] : T(0))) << tap << " w " << tile->w[k][i] << " vs " << s.w[k];
         ASSERT_TRUE(same_bits(tile->dw[0][k][i], ok ? s.dw_dx[k] : T(0)))
             << tap << " dw/dx " << tile->dw[0][k][i] << " vs " << s.dw_dx[k];

@@ -38,9 +38,10 @@ double tolerance(double magnitude) {
   return (std::is_same_v<T, float> ? 1e-6 : 1e-14) * (magnitude + 1);
 }
 
-// Random taps over kPlane pixels, one in six invalid.
+// Random taps over kPlane pixels, one in six invalid; strided offsets for
+// planes with a stride of `stride`.
 template <class T, int K>
-void random_tile(Rng& rng, int count, Tile<T, K>* t) {
+void random_tile(Rng& rng, int count, Tile<T, K>* t, int64_t stride = 2) {
   t->count = count;
   for (int i = 0; i < count; ++i) {
     t->out_off[i] = 3 * i + 1;
@@ -49,7 +50,8 @@ void random_tile(Rng& rng, int count, Tile<T, K>* t) {
       const int64_t q = rng.below(kPlane);
       t->valid[k][i] = ok;
       t->acc[k][i] = ok ? q : kPlane;
-      t->in_off[k][i] = ok ? q * 2 : 0;  // planes with a stride of 2
+      t->acc32[k][i] = static_cast<int32_t>(t->acc[k][i]);
+      t->in_off[k][i] = ok ? q * stride : 0;
       t->w[k][i] = ok ? static_cast<T>(rng.uniform(-1, 1)) : T(0);
       t->dw[0][k][i] = ok ? static_cast<T>(rng.uniform(-1, 1)) : T(0);
       t->dw[1][k][i] = ok ? static_cast<T>(rng.uniform(-1, 1)) : T(0);
@@ -139,18 +141,27 @@ void check_lanes(Rng& rng) {
   }
 }
 
-// Planar microkernels: strided taps into one channel plane (stride 2, NaN
-// between the pixels: an invalid tap or a wrong offset would read it).
-template <class S, int K, bool kDx, bool kDgrid>
+// Planar microkernels. Strided taps read one channel plane with a stride of
+// 2, NaN between the pixels: an invalid tap or a wrong offset would read it.
+// Flat taps read a dense plane followed by NaN (where an invalid tap's index
+// points), and write consecutive outputs.
+template <bool kFlat, class S, int K, bool kDx, bool kDgrid>
 void check_planar(Rng& rng) {
   using T = compute_t<S>;
   for (int count : kCounts) {
-    const std::string where = Params()("dtype", static_cast<int>(dtype_of<S>()))("K", K)("dx", kDx)("dgrid", kDgrid)(
-                                  "count", count).str();
+    const std::string where = Params()("dtype", static_cast<int>(dtype_of<S>()))("K", K)("flat", kFlat)(
+                                  "dx", kDx)("dgrid", kDgrid)("count", count).str();
     auto t = std::make_unique<Tile<T, K>>();
-    random_tile(rng, count, t.get());
+    random_tile(rng, count, t.get(), kFlat ? 1 : 2);
+    if constexpr (kFlat) {
+      t->out_dense = true;
+      for (int i = 0; i < count; ++i) t->out_off[i] = 5 + i;
+    }
     std::vector<S> in(2 * kPlane), grad(3 * kTile + 1);
-    for (int64_t q = 0; q < 2 * kPlane; ++q) in[q] = store<S>(q % 2 == 0 ? rng.uniform(-1, 1) : std::nan(""));
+    for (int64_t q = 0; q < 2 * kPlane; ++q) {
+      const bool pixel = kFlat ? q < kPlane : q % 2 == 0;
+      in[q] = store<S>(pixel ? rng.uniform(-1, 1) : std::nan(""));
+    }
     for (auto& g : grad) g = store<S>(rng.uniform(-1, 1));
     Guarded<T> acc(kPlane + 1);
     for (int64_t e = 0; e <= kPlane; ++e) acc[e] = static_cast<T>(rng.uniform(-1, 1));
@@ -174,7 +185,8 @@ void check_planar(Rng& rng) {
         }
       }
     }
-    backward_channel<S, T, K, 2, kDx, kDgrid>(*t, grad.data(), in.data(), kDx ? acc.data() : nullptr, sums);
+    backward_channel<kFlat, S, T, K, 2, kDx, kDgrid>(*t, grad.data(), in.data(), kPlane, kDx ? acc.data() : nullptr,
+                                                     sums);
     ASSERT_TRUE(acc.guards_intact()) << where;
     for (int64_t e = 0; e < kPlane && kDx; ++e) {
       ASSERT_NEAR(acc[e], want_acc[e], tolerance<T>(mag[e])) << where << " dx at " << e;
@@ -187,7 +199,7 @@ void check_planar(Rng& rng) {
     }
     if constexpr (kDx && kDgrid) {
       std::vector<S> out(3 * kTile + 1, store<S>(0.0));
-      forward_channel<S>(*t, in.data(), out.data());
+      forward_channel<kFlat>(*t, in.data(), kPlane, out.data());
       for (int i = 0; i < count; ++i) {
         double want = 0, m = 0;
         for (int k = 0; k < K; ++k) {
@@ -214,9 +226,12 @@ void check_lane_outputs(Rng& rng) {
 
 template <class S, int K>
 void check_planar_outputs(Rng& rng) {
-  check_planar<S, K, true, true>(rng);
-  check_planar<S, K, true, false>(rng);
-  check_planar<S, K, false, true>(rng);
+  check_planar<false, S, K, true, true>(rng);
+  check_planar<false, S, K, true, false>(rng);
+  check_planar<false, S, K, false, true>(rng);
+  check_planar<true, S, K, true, true>(rng);
+  check_planar<true, S, K, true, false>(rng);
+  check_planar<true, S, K, false, true>(rng);
 }
 
 template <class T>

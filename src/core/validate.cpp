@@ -175,6 +175,7 @@ Status check_input_grid(const TensorView& input, const TensorView& grid, const T
   p->c = input.shape[1];
   p->in_h = input.shape[2];
   p->in_w = input.shape[3];
+  p->input_strides = input.strides;
   p->out_h = grid.shape[1];
   p->out_w = grid.shape[2];
   p->dtype = input.dtype;

@@ -12,6 +12,7 @@ namespace gridsampler::detail {
 // The sizes of one validated call.
 struct Problem {
   int64_t n = 0, c = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  Shape4 input_strides{};  // element strides of the input (planners choose kernels by its layout)
   DType dtype = DType::kFloat32;
   Options options;
   OutputMask mask;

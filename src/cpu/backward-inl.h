@@ -30,6 +30,19 @@ namespace gridsampler::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
+// The planar backward microkernel for the wanted outputs.
+template <bool kFlat, class S, int K, class T>
+inline void backward_plane(const Tile<T, K>& t, const S* gp, const S* ip, int64_t plane, T* acc, bool want_dx,
+                           bool need_values, T (*sums)[kTile]) {
+  if (want_dx && need_values) {
+    backward_channel<kFlat, S, T, K, 2, true, true>(t, gp, ip, plane, acc, sums);
+  } else if (want_dx) {
+    backward_channel<kFlat, S, T, K, 2, true, false>(t, gp, ip, plane, acc, sums);
+  } else if (need_values) {
+    backward_channel<kFlat, S, T, K, 2, false, true>(t, gp, ip, plane, acc, sums);
+  }
+}
+
 // One task's channels over one tile: the microkernel for the wanted
 // outputs, per channel plane or per sub-block of L channels in order (a
 // fixed order of the dgrid sums).
@@ -62,12 +75,10 @@ inline void backward_tile(const BackwardPlan& plan, const TensorView& grad, cons
       const S* gp = static_cast<const S*>(grad.data) + n * gs[0] + c * gs[1];
       const S* ip = static_cast<const S*>(input.data) + n * is[0] + c * is[1];
       T* a = want_dx ? acc + (c - c0) * slot : nullptr;
-      if (want_dx && need_values) {
-        backward_channel<S, T, K, 2, true, true>(t, gp, ip, a, sums);
-      } else if (want_dx) {
-        backward_channel<S, T, K, 2, true, false>(t, gp, ip, a, sums);
-      } else if (need_values) {
-        backward_channel<S, T, K, 2, false, true>(t, gp, ip, a, sums);
+      if (plan.flat_taps) {
+        backward_plane<true, S, K>(t, gp, ip, slot - 1, a, want_dx, need_values, sums);
+      } else {
+        backward_plane<false, S, K>(t, gp, ip, slot - 1, a, want_dx, need_values, sums);
       }
     }
   }

@@ -51,9 +51,81 @@ inline void put_stencil(const Stencil<T, K>& s, int64_t i, int64_t plane, int64_
       t->in_off[k][i] = ok ? s.y[k] * in_strides[2] + s.x[k] * in_strides[3] : 0;
     }
     t->acc[k][i] = ok ? s.y[k] * in_w + s.x[k] : plane;
+    if constexpr (!kStrided && std::is_same_v<T, float>) t->acc32[k][i] = static_cast<int32_t>(t->acc[k][i]);
     t->w[k][i] = ok ? s.w[k] : T(0);
     t->dw[0][k][i] = ok ? s.dw_dx[k] : T(0);
     t->dw[1][k][i] = ok ? s.dw_dy[k] : T(0);
+  }
+}
+
+// Grid values -> padded source coordinates and their multipliers, as
+// coords::source_index, vectorised over a tile's pixels (g and out hold
+// kTile values; lanes past `count` are computed and ignored). Every step is
+// the scalar policy's operation on the same values, so the results are its
+// bits. Reflection folds with an exact fmod: k = floor(d / span) rounded
+// like the policy's flip count, d - k * span exact (k * span is an integer
+// multiple of 1/2 below 2^22), then at most one correction by a span.
+// Lanes it cannot do that way (not finite, or folded coordinates of 2^21
+// and beyond) take the scalar policy.
+template <Padding P, bool kAlign, class T>
+inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* mult) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const int n = static_cast<int>(hn::Lanes(d));
+  const V zero = hn::Zero(d), one = hn::Set(d, T(1)), half = hn::Set(d, T(0.5));
+  const V last = hn::Set(d, static_cast<T>(size - 1));
+  const V slope = hn::Set(d, coords::unnormalize_slope<T>(size, kAlign));
+  // coords::clip: [0, size - 1], slope 1 strictly inside; NaN -> 0.
+  auto clip = [&](V in, V* clip_slope) {
+    const auto positive = hn::Gt(in, zero), high = hn::Ge(in, last);
+    *clip_slope = hn::IfThenElseZero(hn::AndNot(high, positive), one);
+    return hn::IfThenElseZero(positive, hn::IfThenElse(high, last, in));
+  };
+  // Reflection about twice_low / 2 and twice_high / 2 (coords::reflect).
+  const int64_t twice_low = kAlign ? 0 : -1, twice_high = kAlign ? 2 * (size - 1) : 2 * size - 1;
+  const bool empty_span = twice_low == twice_high;
+  const V low = hn::Set(d, static_cast<T>(twice_low) / 2);
+  const V span = hn::Set(d, static_cast<T>(twice_high - twice_low) / 2);
+  const V limit = hn::Set(d, T(1 << 21));
+  const bool fold_exact = size < (int64_t{1} << 20);
+  for (int i = 0; i < count; i += n) {
+    const V c = hn::LoadU(d, g + i);
+    const V in = kAlign ? hn::Mul(hn::Mul(hn::Add(c, one), half), last)
+                        : hn::Mul(hn::Sub(hn::Mul(hn::Add(c, one), hn::Set(d, static_cast<T>(size))), one), half);
+    if constexpr (P == Padding::kZeros) {
+      hn::StoreU(in, d, out + i);
+      hn::StoreU(slope, d, mult + i);
+    } else if constexpr (P == Padding::kBorder) {
+      V clip_slope;
+      hn::StoreU(clip(in, &clip_slope), d, out + i);
+      hn::StoreU(hn::Mul(slope, clip_slope), d, mult + i);
+    } else {
+      V dist = hn::Sub(in, low);
+      const auto negative = hn::Lt(dist, zero);
+      const V sign = hn::IfThenElse(negative, hn::Set(d, T(-1)), one);
+      dist = hn::IfThenElse(negative, hn::Neg(dist), dist);
+      // Not (dist < limit): NaN and infinities included.
+      const auto fast = hn::Lt(dist, limit);
+      dist = hn::IfThenElseZero(fast, dist);
+      const V flips = hn::Floor(hn::Div(dist, span));
+      V extra = hn::Sub(dist, hn::Mul(flips, span));
+      extra = hn::IfThenElse(hn::Lt(extra, zero), hn::Add(extra, span), extra);
+      extra = hn::IfThenElse(hn::Ge(extra, span), hn::Sub(extra, span), extra);
+      extra = hn::IfThenElse(hn::Lt(dist, span), dist, extra);
+      // Parity of the flip count (an integer below 2^22).
+      const hn::RebindToSigned<decltype(d)> di;
+      const auto odd_i = hn::And(hn::ConvertTo(di, flips), hn::Set(di, 1));
+      const auto odd = hn::RebindMask(d, hn::Eq(odd_i, hn::Set(di, 1)));
+      const V folded = hn::Add(hn::IfThenElse(odd, hn::Sub(span, extra), extra), low);
+      const V fold_slope = hn::IfThenElse(odd, hn::Neg(sign), sign);
+      V clip_slope;
+      hn::StoreU(clip(folded, &clip_slope), d, out + i);
+      hn::StoreU(hn::Mul(slope, hn::Mul(fold_slope, clip_slope)), d, mult + i);
+      if (empty_span || !fold_exact || !hn::AllTrue(d, fast)) {
+        for (int l = i; l < std::min(count, i + n); ++l) out[l] = coords::source_index<P>(g[l], size, kAlign, &mult[l]);
+      }
+    }
   }
 }
 
@@ -78,13 +150,23 @@ inline auto tap_index(D di, VF row, VF col, int64_t in_w) {
 }
 
 // Where the builders store one tap's indices: straight into the tile's
-// int64 row for double; for float an int32 buffer, widened afterwards.
-template <class TI>
-inline TI* tap_index_out(TI (&idx)[kTile], int64_t* acc) {
-  if constexpr (std::is_same_v<TI, int64_t>) {
-    return acc;
+// int64 row for double; for float its int32 row, widened afterwards.
+template <class T, int K>
+inline auto* tap_index_out(Tile<T, K>* t, int k) {
+  if constexpr (std::is_same_v<T, double>) {
+    return t->acc[k];
   } else {
-    return idx;
+    return t->acc32[k];
+  }
+}
+
+// Copies the int32 indices of K taps into the tile's int64 rows (float).
+template <class T, int K>
+inline void widen_indices(int count, Tile<T, K>* t) {
+  if constexpr (std::is_same_v<T, float>) {
+    for (int k = 0; k < K; ++k) {
+      for (int i = 0; i < count; ++i) t->acc[k][i] = t->acc32[k][i];
+    }
   }
 }
 
@@ -104,9 +186,8 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
   const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
   const auto one_i = hn::Set(di, TI(1));
   const auto width = hn::Set(di, static_cast<TI>(in_w));
-  alignas(64) TI idx[4][kTile];
   TI* out[4];
-  for (int k = 0; k < 4; ++k) out[k] = tap_index_out(idx[k], t->acc[k]);
+  for (int k = 0; k < 4; ++k) out[k] = tap_index_out(t, k);
   for (int i = 0; i < count; i += n) {
     const auto x = hn::LoadU(df, ix + i), y = hn::LoadU(df, iy + i);
     const auto fx = hn::Floor(x), fy = hn::Floor(y);
@@ -128,11 +209,7 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
     put(2, hn::And(y1, x0), base + width, north * east, hn::Neg(north), east);
     put(3, hn::And(y1, x1), base + width + one_i, north * west, north, west);
   }
-  if constexpr (!std::is_same_v<TI, int64_t>) {
-    for (int k = 0; k < 4; ++k) {
-      for (int i = 0; i < count; ++i) t->acc[k][i] = idx[k][i];
-    }
-  }
+  widen_indices(count, t);
 }
 
 // The nearest taps likewise (the same shortcuts; rounding half to even like
@@ -149,8 +226,7 @@ inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h
   const auto x_last = hn::Set(df, static_cast<T>(in_w - 1));
   const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
   const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
-  alignas(64) TI idx[kTile];
-  TI* out = tap_index_out(idx, t->acc[0]);
+  TI* out = tap_index_out(t, 0);
   for (int i = 0; i < count; i += n) {
     const auto rx = hn::Round(hn::LoadU(df, ix + i)), ry = hn::Round(hn::LoadU(df, iy + i));
     const auto valid = hn::And(hn::And(rx >= zero, rx <= x_last), hn::And(ry >= zero, ry <= y_last));
@@ -160,9 +236,7 @@ inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h
     hn::StoreU(zero, df, t->dw[0][0] + i);
     hn::StoreU(zero, df, t->dw[1][0] + i);
   }
-  if constexpr (!std::is_same_v<TI, int64_t>) {
-    for (int i = 0; i < count; ++i) t->acc[0][i] = idx[i];
-  }
+  widen_indices(count, t);
 }
 
 // The bicubic taps of a tile's grid values, likewise (accumulator indices
@@ -191,7 +265,6 @@ inline void bicubic_taps_lanes(const float* grid_x, const float* grid_y, int cou
   const auto dummy = hn::Set(di, static_cast<int32_t>(in_h * in_w));
   const float mult_x = coords::unnormalize_slope<float>(in_w, kAlign);
   const float mult_y = coords::unnormalize_slope<float>(in_h, kAlign);
-  alignas(64) int32_t idx[16][kTile];
   // Grid value -> unpadded source coordinate (coords::unnormalize).
   auto unnormalize = [&](VF g, int64_t size) {
     if constexpr (kAlign) return hn::Mul(hn::Mul(hn::Add(g, one), half), hn::Set(df, static_cast<float>(size - 1)));
@@ -277,16 +350,14 @@ inline void bicubic_taps_lanes(const float* grid_x, const float* grid_y, int cou
         const int tap = j * 4 + k;
         const auto valid = hn::And(y_in[j], x_in[k]);
         const auto valid_f = hn::RebindMask(df, valid);
-        hn::StoreU(hn::IfThenElse(valid, hn::Add(row, tx[k]), dummy), di, idx[tap] + i);
+        hn::StoreU(hn::IfThenElse(valid, hn::Add(row, tx[k]), dummy), di, t->acc32[tap] + i);
         hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(cx[k], cy[j])), df, t->w[tap] + i);
         hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(gcx[k]), cy[j])), df, t->dw[0][tap] + i);
         hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(gcy[j]), cx[k])), df, t->dw[1][tap] + i);
       }
     }
   }
-  for (int k = 0; k < 16; ++k) {
-    for (int i = 0; i < count; ++i) t->acc[k][i] = idx[k][i];
-  }
+  widen_indices(count, t);
 }
 
 template <Interpolation M, Padding P, bool kAlign, bool kStrided, class S, class T, int K>
@@ -318,7 +389,8 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
       gy[i] = load(g[gs[3]]);
     }
   }
-  if (out_strides[3] == 1 && out_strides[2] == p.out_w) {
+  t->out_dense = out_strides[3] == 1 && out_strides[2] == p.out_w;
+  if (t->out_dense) {
     for (int64_t i = 0; i < count; ++i) t->out_off[i] = p0 + i;
   } else {
     int64_t h = p0 / p.out_w, w = p0 % p.out_w;
@@ -334,10 +406,17 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
     // Two loops: the padding policy per pixel, then the taps of the padded
     // coordinates in a loop without calls or branches.
     T ix[kTile], iy[kTile];
+#if HWY_TARGET != HWY_SCALAR
+    std::fill(gx + count, gx + kTile, T(0));
+    std::fill(gy + count, gy + kTile, T(0));
+    source_index_lanes<P, kAlign>(gx, static_cast<int>(count), p.in_w, ix, t->mult[0]);
+    source_index_lanes<P, kAlign>(gy, static_cast<int>(count), p.in_h, iy, t->mult[1]);
+#else
     for (int64_t i = 0; i < count; ++i) {
       ix[i] = coords::source_index<P>(gx[i], p.in_w, kAlign, &t->mult[0][i]);
       iy[i] = coords::source_index<P>(gy[i], p.in_h, kAlign, &t->mult[1][i]);
     }
+#endif
 #if HWY_TARGET != HWY_SCALAR
     if constexpr (!kStrided) {
       // Where the vector builders are exact (see bilinear_taps_lanes).
@@ -345,8 +424,6 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
       constexpr int64_t kExact = int64_t{1} << (kFloat ? 24 : 53);
       constexpr int64_t kIndexLimit = int64_t{1} << (kFloat ? 31 : 53);
       if (p.in_w <= kExact && p.in_h <= kExact && plane + p.in_w < kIndexLimit) {
-        std::fill(ix + count, ix + kTile, T(0));
-        std::fill(iy + count, iy + kTile, T(0));
         if constexpr (M == Interpolation::kBilinear) {
           bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
         } else {

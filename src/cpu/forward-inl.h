@@ -29,7 +29,8 @@ namespace gridsampler::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-// Planar: tasks (n, tile); a tile's stencils serve every channel plane.
+// Planar: tasks (n, tile); a tile's stencils serve every channel plane,
+// through flat taps when the plan says the planes are dense.
 template <class S, int K>
 void forward_planar(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
                     const MutableTensorView& output, void*) {
@@ -37,6 +38,7 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   const detail::Problem& p = plan.problem;
   const int64_t pixels = p.out_h * p.out_w;
   const int64_t tiles = (pixels + kTile - 1) / kTile;
+  const int64_t plane = p.in_h * p.in_w;
   const S* in = static_cast<const S*>(input.data);
   S* out = static_cast<S*>(output.data);
   const Shape4& is = input.strides;
@@ -51,7 +53,13 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
       const int64_t p0 = (task % tiles) * kTile;
       plan.build(src, n, p0, std::min<int64_t>(kTile, pixels - p0), tile.get());
       for (int64_t c = 0; c < p.c; ++c) {
-        forward_channel<S>(*tile, in + n * is[0] + c * is[1], out + n * os[0] + c * os[1]);
+        const S* ip = in + n * is[0] + c * is[1];
+        S* op = out + n * os[0] + c * os[1];
+        if (plan.flat_taps) {
+          forward_channel<true>(*tile, ip, plane, op);
+        } else {
+          forward_channel<false>(*tile, ip, plane, op);
+        }
       }
     }
   }

@@ -7,6 +7,7 @@
 
 // Target-independent includes (normal include guards).
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.hpp"
 #include "cpu/tile.hpp"
@@ -27,32 +28,82 @@ namespace gridsampler::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-// Forward of one channel plane over a tile (strided taps): op at each
-// pixel's out_off = sum over taps of w * input.
-template <class S, class T, int K, int G>
-inline void forward_channel(const Tile<T, K, G>& t, const S* __restrict ip, S* __restrict op) {
-  for (int i = 0; i < t.count; ++i) {
-    T acc = 0;
-    for (int k = 0; k < K; ++k) {
-      const T v = t.valid[k][i] ? load(ip[t.in_off[k][i]]) : T(0);
-      acc += t.w[k][i] * v;
+// The values of tap k at a tile's pixels in one channel plane, 0 where the
+// tap is invalid. Strided taps read the caller's plane at their offsets;
+// flat taps read a dense plane (rows of Win values one after another) at
+// their flat index, which is `plane` (outside it, never read) when invalid,
+// with vector gathers across the pixels where the storage type is the
+// compute type.
+template <bool kFlat, class S, class T, int K, int G>
+inline void tap_values(const Tile<T, K, G>& t, int k, const S* __restrict ip, int64_t plane, T* __restrict v) {
+  const int count = t.count;
+  if constexpr (!kFlat) {
+    const int64_t* __restrict off = t.in_off[k];
+    const bool* __restrict valid = t.valid[k];
+    for (int i = 0; i < count; ++i) v[i] = valid[i] ? load(ip[off[i]]) : T(0);
+  } else if constexpr (std::is_same_v<S, T>) {
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<T> d;
+    const hn::RebindToSigned<decltype(d)> di;
+    using TI = hn::TFromD<decltype(di)>;
+    const TI* __restrict idx;
+    if constexpr (std::is_same_v<T, float>) {
+      idx = t.acc32[k];
+    } else {
+      idx = t.acc[k];
     }
-    op[t.out_off[i]] = store<S>(acc);
+    const int n = static_cast<int>(hn::Lanes(d));
+    const auto outside = hn::Set(di, static_cast<TI>(plane));
+    for (int i = 0; i < count; i += n) {
+      const auto index = hn::LoadU(di, idx + i);
+      // Lanes past `count` may hold any index: they read element 0.
+      const auto valid = hn::And(hn::Ne(index, outside), hn::FirstN(di, static_cast<size_t>(count - i)));
+      const auto x = hn::GatherIndex(d, ip, hn::IfThenElseZero(valid, index));
+      hn::StoreU(hn::IfThenElseZero(hn::RebindMask(d, valid), x), d, v + i);
+    }
+  } else {
+    const int64_t* __restrict idx = t.acc[k];
+    for (int i = 0; i < count; ++i) v[i] = idx[i] != plane ? load(ip[idx[i]]) : T(0);
   }
 }
 
-// Backward of one channel plane over a tile (strided taps): dx into `acc`
-// (one accumulator plane, flat indices), dgrid terms into sums[g]. Separate
-// simple loops over the tile's pixels, so that the compiler vectorises the
-// ones without scatter conflicts (the grad loads and the dgrid gathers); the
-// dx scatter stays scalar because neighbouring pixels may hit the same input
-// pixel.
-template <class S, class T, int K, int G, bool kDx, bool kDgrid>
-inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, const S* __restrict ip,
-                             T* __restrict acc, T (*__restrict sums)[kTile]) {
+// Forward of one channel plane over a tile: op at each pixel's out_off =
+// sum over taps of w * input, in tap order.
+template <bool kFlat, class S, class T, int K, int G>
+inline void forward_channel(const Tile<T, K, G>& t, const S* __restrict ip, int64_t plane, S* __restrict op) {
   const int count = t.count;
-  T g[kTile];
-  for (int i = 0; i < count; ++i) g[i] = load(gp[t.out_off[i]]);
+  alignas(64) T acc[kTile];
+  alignas(64) T v[kTile] = {};
+  for (int i = 0; i < count; ++i) acc[i] = 0;
+  for (int k = 0; k < K; ++k) {
+    tap_values<kFlat>(t, k, ip, plane, v);
+    const T* __restrict w = t.w[k];
+    for (int i = 0; i < count; ++i) acc[i] += w[i] * v[i];
+  }
+  if (t.out_dense) {
+    S* __restrict o = op + t.out_off[0];
+    for (int i = 0; i < count; ++i) o[i] = store<S>(acc[i]);
+  } else {
+    for (int i = 0; i < count; ++i) op[t.out_off[i]] = store<S>(acc[i]);
+  }
+}
+
+// Backward of one channel plane over a tile: dx into `acc` (one
+// accumulator plane, flat indices), dgrid terms into sums[g]. Separate
+// simple loops over the tile's pixels, so that the compiler vectorises the
+// ones without scatter conflicts; the dx scatter stays scalar because
+// neighbouring pixels may hit the same input pixel.
+template <bool kFlat, class S, class T, int K, int G, bool kDx, bool kDgrid>
+inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, const S* __restrict ip,
+                             int64_t plane, T* __restrict acc, T (*__restrict sums)[kTile]) {
+  const int count = t.count;
+  alignas(64) T g[kTile];
+  if (t.out_dense) {
+    const S* __restrict gd = gp + t.out_off[0];
+    for (int i = 0; i < count; ++i) g[i] = load(gd[i]);
+  } else {
+    for (int i = 0; i < count; ++i) g[i] = load(gp[t.out_off[i]]);
+  }
   if constexpr (kDx) {
     for (int k = 0; k < K; ++k) {
       const int64_t* __restrict idx = t.acc[k];
@@ -61,12 +112,10 @@ inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, con
     }
   }
   if constexpr (kDgrid) {
-    T s[G][kTile] = {};
+    alignas(64) T s[G][kTile] = {};
+    alignas(64) T v[kTile] = {};
     for (int k = 0; k < K; ++k) {
-      const int64_t* __restrict off = t.in_off[k];
-      const bool* __restrict valid = t.valid[k];
-      T v[kTile];
-      for (int i = 0; i < count; ++i) v[i] = valid[i] ? load(ip[off[i]]) : T(0);
+      tap_values<kFlat>(t, k, ip, plane, v);
       for (int c = 0; c < G; ++c) {
         const T* __restrict dw = t.dw[c][k];
         T* __restrict sc = s[c];

@@ -41,6 +41,17 @@ uint64_t compute_size(DType dtype) { return dtype == DType::kFloat64 ? sizeof(do
 // line per tap then serves every channel, where planes would take one each).
 int lanes_for(int64_t channels) { return channels >= kLanes / 2 ? kLanes : kNarrowLanes; }
 
+// Planar kernels read the input through flat taps (the builders' vector
+// form, and vector gathers) when its planes are dense rows and the flat
+// indices fit the gathers' index type; otherwise through strided taps.
+bool flat_taps(const Problem& p) {
+  const Shape4& input_strides = p.input_strides;
+  const int64_t plane = p.in_h * p.in_w;
+  const bool dense = input_strides[3] == 1 && (input_strides[2] == p.in_w || p.in_h == 1);
+  const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
+  return dense && plane > 0 && plane < limit - p.in_w;
+}
+
 Path path_of(int lanes) {
   return lanes == kLanes ? Path::kLanes : lanes == kNarrowLanes ? Path::kNarrowLanes : Path::kPlanar;
 }
@@ -107,10 +118,11 @@ ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
         std::clamp<int64_t>(std::min(want, pixels / std::max<int64_t>(plane / 2, kTile)), 1, pixels);
     plan.range_pixels = ((pixels + plan.ranges - 1) / plan.ranges + kTile - 1) / kTile * kTile;
   }
+  plan.flat_taps = plan.lanes == 1 && flat_taps(p);
   const KernelTable table = kernels(p.dtype);
   const auto mode = static_cast<int>(p.options.interpolation);
   plan.fn = table.forward[mode][static_cast<int>(path_of(plan.lanes))];
-  plan.build = builder(table, p.options, plan.lanes > 1 ? TapForm::kFlat : TapForm::kStrided);
+  plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided);
   return plan;
 }
 
@@ -223,9 +235,10 @@ BackwardPlan plan_backward(const Problem& p) {
   // Slack to align any pointer to 64. A saturated size stays saturated.
   plan.workspace_bytes = static_cast<std::size_t>(bytes > 0 ? add(bytes, 64) : 0);
 
+  plan.flat_taps = plan.lanes == 1 && flat_taps(p);
   const KernelTable table = kernels(p.dtype);
   plan.fn = table.backward[static_cast<int>(p.options.interpolation)][static_cast<int>(path_of(plan.lanes))];
-  plan.build = builder(table, p.options, plan.lanes > 1 ? TapForm::kFlat : TapForm::kStrided);
+  plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided);
   return plan;
 }
 

@@ -45,6 +45,7 @@ struct ForwardPlan {
   int64_t blocks = 1;        // channel blocks per image
   int64_t ranges = 1;        // pixel ranges per (n, block)
   int64_t range_pixels = 0;  // output pixels per range (a multiple of kTile)
+  bool flat_taps = false;    // planar tasks read dense planes through flat taps
   int64_t copy_elems = 0;    // one thread's copy: (plane + 1) * lanes
   std::size_t copy_bytes = 0;  // all threads' copies (from the calling thread's cached buffer)
   ForwardFn fn = nullptr;
@@ -57,6 +58,7 @@ struct BackwardPlan {
   int lanes = 1;  // channels stored [pixel][lane] in blocks of kLanes or kNarrowLanes; 1 = planes
   bool need_values = false;    // dgrid wanted and the mode has weight derivatives
   bool shared_values = false;  // interleaved values copied once per (n, block), shared by its chunks
+  bool flat_taps = false;      // planar tasks read dense planes through flat taps
   int64_t channel_block = 1;      // channels per task
   int64_t channel_blocks = 1;
   int64_t accumulator_elems = 0;  // one task's dx accumulators (and, interleaved, its values)

@@ -27,9 +27,13 @@ namespace gridsampler::cpu {
 template <class T, int K, int G = 2>
 struct Tile {
   int count = 0;
+  bool out_dense = false;  // out_off[i] == p0 + i: the tile's outputs are consecutive
   int64_t out_off[kTile];  // pixel offset in a grad/output channel plane
   int64_t in_off[K][kTile];  // strided input offset (strided form only)
   int64_t acc[K][kTile];     // flat index: y * Win + x, or `plane` when invalid
+  // The flat index again as int32, for float gathers, which take 32-bit
+  // indices (flat form, float compute type, Hin * Win + Win < 2^31 only).
+  int32_t acc32[K][kTile];
   bool valid[K][kTile];      // (strided form only)
   T w[K][kTile];
   T dw[G][K][kTile];  // d w / d coordinate g (g = 0: x, 1: y)
