@@ -61,6 +61,32 @@ void random_tile(Rng& rng, int count, Tile<T, K>* t, int64_t stride = 2) {
   }
 }
 
+// Bilinear-like taps over a kRows x kCols plane (kRows * kCols = kPlane):
+// taps 2j + 1 are the right-hand neighbours of taps 2j, for kernels that
+// read them as pairs; corners from (-1, -1) to the last pixel, so that
+// pairs start before the first pixel and end past the last.
+constexpr int64_t kRows = 5, kCols = 8;
+static_assert(kRows * kCols == kPlane);
+template <class T, int K>
+void paired_tile(Rng& rng, int count, Tile<T, K>* t) {
+  random_tile(rng, count, t, 1);
+  t->pairs = true;
+  for (int i = 0; i < count; ++i) {
+    const int64_t corner = rng.below(4);  // now and then a corner case
+    const int64_t y0 = corner == 0 ? -1 : corner == 1 ? kRows - 1 : static_cast<int64_t>(rng.below(kRows + 1)) - 1;
+    const int64_t x0 = corner == 0 ? -1 : corner == 1 ? kCols - 1 : static_cast<int64_t>(rng.below(kCols + 1)) - 1;
+    for (int k = 0; k < K; ++k) {
+      const int64_t y = y0 + k / 2 % 2, x = x0 + k % 2;
+      const bool ok = y >= 0 && y < kRows && x >= 0 && x < kCols;
+      t->valid[k][i] = ok;
+      t->acc[k][i] = ok ? y * kCols + x : kPlane;
+      t->acc32[k][i] = static_cast<int32_t>(t->acc[k][i]);
+      t->in_off[k][i] = ok ? t->acc[k][i] : 0;
+      if (!ok) t->w[k][i] = t->dw[0][k][i] = t->dw[1][k][i] = T(0);
+    }
+  }
+}
+
 template <int L, class T, int K, bool kDx, bool kDgrid>
 void check_lanes(Rng& rng) {
   for (int count : kCounts) {
@@ -146,13 +172,17 @@ void check_lanes(Rng& rng) {
 // Flat taps read a dense plane followed by NaN (where an invalid tap's index
 // points), and write consecutive outputs.
 template <bool kFlat, class S, int K, bool kDx, bool kDgrid>
-void check_planar(Rng& rng) {
+void check_planar(Rng& rng, bool pairs = false) {
   using T = compute_t<S>;
   for (int count : kCounts) {
     const std::string where = Params()("dtype", static_cast<int>(dtype_of<S>()))("K", K)("flat", kFlat)(
-                                  "dx", kDx)("dgrid", kDgrid)("count", count).str();
+                                  "pairs", pairs)("dx", kDx)("dgrid", kDgrid)("count", count).str();
     auto t = std::make_unique<Tile<T, K>>();
-    random_tile(rng, count, t.get(), kFlat ? 1 : 2);
+    if (pairs) {
+      paired_tile(rng, count, t.get());
+    } else {
+      random_tile(rng, count, t.get(), kFlat ? 1 : 2);
+    }
     if constexpr (kFlat) {
       t->out_dense = true;
       for (int i = 0; i < count; ++i) t->out_off[i] = 5 + i;
@@ -232,6 +262,10 @@ void check_planar_outputs(Rng& rng) {
   check_planar<true, S, K, true, true>(rng);
   check_planar<true, S, K, true, false>(rng);
   check_planar<true, S, K, false, true>(rng);
+  if constexpr (K % 2 == 0) {
+    check_planar<true, S, K, true, true>(rng, true);
+    check_planar<true, S, K, false, true>(rng, true);
+  }
 }
 
 template <class T>

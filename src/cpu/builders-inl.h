@@ -172,7 +172,7 @@ inline void widen_indices(int count, Tile<T, K>* t) {
 
 template <class T>
 inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h, int64_t in_w,
-                                Tile<T, 4>* t) {
+                                bool derivatives, Tile<T, 4>* t) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<T> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -201,6 +201,7 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
     auto put = [&](int k, auto valid, auto index, auto w, auto dx, auto dy) {
       hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out[k] + i);
       hn::StoreU(hn::IfThenElseZero(valid, w), df, t->w[k] + i);
+      if (!derivatives) return;
       hn::StoreU(hn::IfThenElseZero(valid, dx), df, t->dw[0][k] + i);
       hn::StoreU(hn::IfThenElseZero(valid, dy), df, t->dw[1][k] + i);
     };
@@ -368,6 +369,7 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
   const S* gr = static_cast<const S*>(p.grid) + n * gs[0];
   const int64_t plane = p.in_h * p.in_w;
   t->count = static_cast<int>(count);
+  t->pairs = M == Interpolation::kBilinear;
   // Where each pixel's grid values are and where its grad/output value goes:
   // runs of consecutive pixels when the grid and the planes are dense.
   T gx[kTile], gy[kTile];
@@ -425,7 +427,7 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
       constexpr int64_t kIndexLimit = int64_t{1} << (kFloat ? 31 : 53);
       if (p.in_w <= kExact && p.in_h <= kExact && plane + p.in_w < kIndexLimit) {
         if constexpr (M == Interpolation::kBilinear) {
-          bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
+          bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, p.derivatives, t);
         } else {
           nearest_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
         }

@@ -67,19 +67,84 @@ inline void tap_values(const Tile<T, K, G>& t, int k, const S* __restrict ip, in
   }
 }
 
+// The values of taps k and k + 1 where the second is the first's right-hand
+// neighbour (t.pairs: the bilinear stencil's rows), for flat float taps:
+// each pixel's two values are read as one 64-bit pair, half the loads of
+// two gathers (a gather costs about what its scalar loads cost). A pair
+// never leaves the plane: one starting at -1 (tap k outside, left of pixel
+// 0) is read from 0 and one starting at the last pixel is read from the one
+// before, taking the wanted value from the other half. Needs plane >= 2.
+#if HWY_TARGET != HWY_SCALAR
+template <class T, int K, int G>
+inline void pair_values(const Tile<T, K, G>& t, int k, const float* __restrict ip, int64_t plane,
+                        float* __restrict v0, float* __restrict v1) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Repartition<int64_t, decltype(d)> dq;  // pairs
+  const hn::Rebind<int32_t, decltype(dq)> dh;      // half of di
+  const int n = static_cast<int>(hn::Lanes(d)), h = static_cast<int>(hn::Lanes(dq));
+  const auto outside = hn::Set(di, static_cast<int32_t>(plane));
+  const auto minus_one = hn::Set(di, -1), last = hn::Set(di, static_cast<int32_t>(plane - 1));
+  const auto* pairs = reinterpret_cast<const int64_t*>(ip);
+  alignas(64) int32_t start[hn::MaxLanes(di)];
+  const int count = t.count;
+  for (int i = 0; i < count; i += n) {
+    const auto in_tile = hn::FirstN(di, static_cast<size_t>(count - i));
+    const auto i0 = hn::LoadU(di, t.acc32[k] + i), i1 = hn::LoadU(di, t.acc32[k + 1] + i);
+    const auto valid0 = hn::And(hn::Ne(i0, outside), in_tile), valid1 = hn::And(hn::Ne(i1, outside), in_tile);
+    auto first = hn::IfThenElse(valid0, i0, hn::IfThenElseZero(valid1, hn::Add(i1, minus_one)));
+    const auto from_left = hn::Eq(first, minus_one), from_right = hn::Eq(first, last);
+    first = hn::IfThenElse(from_left, hn::Zero(di), hn::IfThenElse(from_right, hn::Add(last, minus_one), first));
+    hn::Store(first, di, start);
+    // Byte offsets of the pairs, as 64-bit lanes.
+    const auto lo = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start)));
+    const auto hi = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start + h)));
+    const auto pl = hn::BitCast(d, hn::GatherOffset(dq, pairs, lo));
+    const auto ph = hn::BitCast(d, hn::GatherOffset(dq, pairs, hi));
+    const auto left = hn::ConcatEven(d, ph, pl), right = hn::ConcatOdd(d, ph, pl);
+    const auto a = hn::IfThenElse(hn::RebindMask(d, from_right), right, left);
+    const auto b = hn::IfThenElse(hn::RebindMask(d, from_left), left, right);
+    hn::StoreU(hn::IfThenElseZero(hn::RebindMask(d, valid0), a), d, v0 + i);
+    hn::StoreU(hn::IfThenElseZero(hn::RebindMask(d, valid1), b), d, v1 + i);
+  }
+}
+#endif
+
+// Calls use(k, values) for each tap of one channel plane in order, reading
+// right-hand neighbours in pairs where the tile has them.
+template <bool kFlat, class S, class T, int K, int G, class Use>
+inline void for_each_tap(const Tile<T, K, G>& t, const S* __restrict ip, int64_t plane, Use&& use) {
+  alignas(64) T v[2][kTile] = {};
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (kFlat && std::is_same_v<S, float> && std::is_same_v<T, float> && K % 2 == 0) {
+    if (t.pairs && plane >= 2) {
+      for (int k = 0; k < K; k += 2) {
+        pair_values(t, k, ip, plane, v[0], v[1]);
+        use(k, v[0]);
+        use(k + 1, v[1]);
+      }
+      return;
+    }
+  }
+#endif
+  for (int k = 0; k < K; ++k) {
+    tap_values<kFlat>(t, k, ip, plane, v[0]);
+    use(k, v[0]);
+  }
+}
+
 // Forward of one channel plane over a tile: op at each pixel's out_off =
 // sum over taps of w * input, in tap order.
 template <bool kFlat, class S, class T, int K, int G>
 inline void forward_channel(const Tile<T, K, G>& t, const S* __restrict ip, int64_t plane, S* __restrict op) {
   const int count = t.count;
   alignas(64) T acc[kTile];
-  alignas(64) T v[kTile] = {};
   for (int i = 0; i < count; ++i) acc[i] = 0;
-  for (int k = 0; k < K; ++k) {
-    tap_values<kFlat>(t, k, ip, plane, v);
+  for_each_tap<kFlat>(t, ip, plane, [&](int k, const T* __restrict v) {
     const T* __restrict w = t.w[k];
     for (int i = 0; i < count; ++i) acc[i] += w[i] * v[i];
-  }
+  });
   if (t.out_dense) {
     S* __restrict o = op + t.out_off[0];
     for (int i = 0; i < count; ++i) o[i] = store<S>(acc[i]);
@@ -113,15 +178,13 @@ inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, con
   }
   if constexpr (kDgrid) {
     alignas(64) T s[G][kTile] = {};
-    alignas(64) T v[kTile] = {};
-    for (int k = 0; k < K; ++k) {
-      tap_values<kFlat>(t, k, ip, plane, v);
+    for_each_tap<kFlat>(t, ip, plane, [&](int k, const T* __restrict v) {
       for (int c = 0; c < G; ++c) {
         const T* __restrict dw = t.dw[c][k];
         T* __restrict sc = s[c];
         for (int i = 0; i < count; ++i) sc[i] += dw[i] * v[i];
       }
-    }
+    });
     for (int c = 0; c < G; ++c) {
       T* __restrict out = sums[c];
       const T* __restrict sc = s[c];

@@ -28,6 +28,9 @@ template <class T, int K, int G = 2>
 struct Tile {
   int count = 0;
   bool out_dense = false;  // out_off[i] == p0 + i: the tile's outputs are consecutive
+  // Taps 2j + 1 are the right-hand neighbours of taps 2j (same row, next
+  // column), so that a kernel may read them as pairs (flat form).
+  bool pairs = false;
   int64_t out_off[kTile];  // pixel offset in a grad/output channel plane
   int64_t in_off[K][kTile];  // strided input offset (strided form only)
   int64_t acc[K][kTile];     // flat index: y * Win + x, or `plane` when invalid
@@ -47,10 +50,14 @@ struct TileSource {
   Shape4 out_strides{};  // of the grad (backward) or output (forward): for out_off
   Shape4 in_strides{};   // of the input: for in_off (strided form)
   int64_t in_h = 0, in_w = 0, out_w = 0;
+  // Whether the weights' derivatives (dw) are wanted: a forward has no use
+  // for them, and the vector builders then skip them. (The scalar stencil
+  // makes them anyway.)
+  bool derivatives = true;
 };
 
 inline TileSource tile_source(const detail::Problem& p, const TensorView& grid, const Shape4& out_strides,
-                              const Shape4& in_strides) {
+                              const Shape4& in_strides, bool derivatives) {
   TileSource src;
   src.grid = grid.data;
   src.grid_strides = grid.strides;
@@ -59,6 +66,7 @@ inline TileSource tile_source(const detail::Problem& p, const TensorView& grid, 
   src.in_h = p.in_h;
   src.in_w = p.in_w;
   src.out_w = p.out_w;
+  src.derivatives = derivatives;
   return src;
 }
 
