@@ -243,6 +243,9 @@ def main():
           f"medians of {args.rounds} rounds x {args.reps} reps  ")
     for t in sorted({1} | set(threads)):
         print(copy_bandwidth.summary(t) + "  ")
+    # Other work on the machine moves every figure (a thread that loses its
+    # core holds the others at the next barrier): say how busy it was.
+    print("load average (1, 5, 15 min) at start: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()) + "  ")
     sys.stdout.flush()
 
     results = {}
@@ -265,6 +268,7 @@ def main():
             shutil.rmtree(folder)
     for wk in workers:
         wk.close()
+    print("load average (1, 5, 15 min) at end: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
     for op in ops:
         for t in threads:
             print_table(op, t, workloads, results, workers, label_of)
