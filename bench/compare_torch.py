@@ -103,7 +103,15 @@ def ours_files_ms(cli, w, folder, op, threads, reps):
     if w.align_corners:
         cmd.append("--align-corners")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["median_ms"]
+    result = json.loads(out.strip().splitlines()[-1])
+    # The tables' GB/s come from bytes_moved; the CLI counts its own: they
+    # must be the same definition.
+    from workloads import bytes_moved
+
+    expected = bytes_moved(w, op) / (result["median_ms"] * 1e6)
+    if abs(result["gbps"] - expected) > 1e-3 * expected + 1e-6:
+        raise RuntimeError(f"{w.name} {op}: the CLI reports {result['gbps']} GB/s, bytes_moved gives {expected}")
+    return result["median_ms"]
 
 
 class TorchWorker:
