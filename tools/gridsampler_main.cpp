@@ -437,7 +437,7 @@ gs::Status run_bench_command(const BenchArgs& args) {
 
 Command add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* cmd = app.add_subcommand("bench", "Time forward or backward on random data or on given files; print one JSON line");
+  CLI::App* cmd = app.add_subcommand("bench", "Time forward or backward on random data or .npy files; print one JSON line");
   args->shape_option =
       cmd->add_option("--shape", args->shape,
                       "N,C,Hin,Win,Hout,Wout (default: that of the --input and --grid files, else 8,64,64,64,64,64)")
