@@ -552,6 +552,93 @@ TEST_F(cliErrors, UnwritableOutput) {
 }
 
 // ---------------------------------------------------------------------------
+// bench on data from files.
+
+// The number after "key": in bench's one-line JSON, or NaN when missing.
+double json_number(const std::string& json, const std::string& key) {
+  const std::size_t at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
+}
+
+class cliBenchFiles : public ::testing::Test {
+ protected:
+  // input (1, 2, 4, 5), grid (1, 3, 2, 2), grad (1, 2, 3, 2), all float64.
+  void SetUp() override {
+    save(dir_.file("x.npy"), DType::kFloat64, {1, 2, 4, 5}, ramp_values(40, 0.25, -4));
+    save(dir_.file("g.npy"), DType::kFloat64, {1, 3, 2, 2}, {-1, -1, 0.5, 0, 0, 0.25, 1, 1, -0.5, 0.75, 0, -1});
+    save(dir_.file("go.npy"), DType::kFloat64, {1, 2, 3, 2}, ramp_values(12, 0.5, -2));
+  }
+  std::vector<std::string> bench(std::vector<std::string> extra) const {
+    std::vector<std::string> a = {"bench", "--reps", "3", "--threads", "1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  TempDir dir_;
+};
+
+TEST_F(cliBenchFiles, ShapeAndDtypeComeFromTheFiles) {
+  const Result r = run(bench({"--op", "forward", "--input", dir_.file("x.npy"), "--grid", dir_.file("g.npy")}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_NE(r.out.find("\"op\": \"forward\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"shape\": [1, 2, 4, 5, 3, 2]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"dtype\": \"float64\""), std::string::npos) << r.out;
+  EXPECT_EQ(json_number(r.out, "threads"), 1);
+  EXPECT_EQ(json_number(r.out, "reps"), 3);
+  // gbps counts input, grid and output once each: (40 + 12 + 12) doubles.
+  const double ms = json_number(r.out, "median_ms");
+  ASSERT_GT(ms, 0);
+  EXPECT_NEAR(json_number(r.out, "gbps"), 64 * 8 / (ms * 1e6), 1e-3 * json_number(r.out, "gbps"));
+}
+
+TEST_F(cliBenchFiles, BackwardWithGradConvertedAndChannelsLast) {
+  const Result r = run(bench({"--input", dir_.file("x.npy"), "--grid", dir_.file("g.npy"), "--grad",
+                              dir_.file("go.npy"), "--dtype", "bf16", "--layout", "nhwc", "--mode", "bicubic",
+                              "--padding", "reflection", "--align-corners"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"op\": \"backward\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"shape\": [1, 2, 4, 5, 3, 2]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"dtype\": \"bfloat16\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"layout\": \"nhwc\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"mode\": \"bicubic\", \"padding\": \"reflection\", \"align_corners\": true"),
+            std::string::npos)
+      << r.out;
+  // Backward bytes: grad, input and grid read, dx and dgrid written, 2 bytes each.
+  const double ms = json_number(r.out, "median_ms");
+  ASSERT_GT(ms, 0);
+  EXPECT_NEAR(json_number(r.out, "gbps"), (12 + 2 * 40 + 2 * 12) * 2 / (ms * 1e6), 1e-3 * json_number(r.out, "gbps"));
+}
+
+TEST_F(cliBenchFiles, GridWithAMatchingShape) {
+  const Result r = run(bench({"--shape", "1,7,9,9,3,2", "--grid", dir_.file("g.npy"), "--dtype", "f32"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"shape\": [1, 7, 9, 9, 3, 2]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"dtype\": \"float32\""), std::string::npos) << r.out;
+}
+
+TEST_F(cliBenchFiles, MismatchesAreErrors) {
+  expect_error(run(bench({"--shape", "2,7,9,9,3,2", "--grid", dir_.file("g.npy")})),
+               "grid: shape (1, 3, 2, 2) does not match the bench shape, which needs (2, 3, 2, 2)");
+  expect_error(run(bench({"--shape", "1,7,9,9,2,3", "--grid", dir_.file("g.npy")})),
+               "grid: shape (1, 3, 2, 2) does not match the bench shape, which needs (1, 2, 3, 2)");
+  expect_error(run(bench({"--shape", "1,3,4,5,3,2", "--input", dir_.file("x.npy"), "--grid", dir_.file("g.npy")})),
+               "input: shape (1, 2, 4, 5) does not match the bench shape, which needs (1, 3, 4, 5)");
+  // grad of the input's shape instead of the output's.
+  expect_error(run(bench({"--input", dir_.file("x.npy"), "--grid", dir_.file("g.npy"), "--grad", dir_.file("x.npy")})),
+               "grad: shape (1, 2, 4, 5) does not match the bench shape, which needs (1, 2, 3, 2)");
+  expect_error(run(bench({"--grid", dir_.file("g.npy")})), "with only one of them, give --shape too");
+  expect_error(run(bench({"--op", "forward", "--input", dir_.file("x.npy"), "--grid", dir_.file("g.npy"), "--grad",
+                          dir_.file("go.npy")})),
+               "--grad: only --op backward takes one");
+  save(dir_.file("g32.npy"), DType::kFloat32, {1, 3, 2, 2}, std::vector<double>(12, 0.5));
+  expect_error(run(bench({"--input", dir_.file("x.npy"), "--grid", dir_.file("g32.npy")})),
+               "mixed dtypes: input is float64, grid is float32");
+  expect_error(run(bench({"--grid", dir_.file("missing.npy"), "--shape", "1,1,2,2,3,2"})),
+               dir_.file("missing.npy") + ": cannot open");
+}
+
+// ---------------------------------------------------------------------------
 // Help and version.
 
 TEST(cliHelp, HelpAndVersionExitZero) {

@@ -1,5 +1,6 @@
-// `gridsampler bench`: times forward or backward on random data and prints
-// one JSON line (median_ms, min_ms, threads, gbps, ...).
+// `gridsampler bench`: times forward or backward on random data, or on the
+// input, grid and grad given as tensors (read from .npy files by the CLI), and
+// prints one JSON line (median_ms, min_ms, threads, gbps, ...).
 #pragma once
 
 #include <array>
@@ -8,6 +9,10 @@
 #include <string>
 
 #include "gridsampler/gridsampler.hpp"
+
+namespace gridsampler::host {
+class Tensor;
+}  // namespace gridsampler::host
 
 namespace gridsampler::bench {
 
@@ -19,6 +24,14 @@ struct BenchOptions {
   bool channels_last = false;  // input, grad, output and dx in NHWC memory
   int reps = 20;
   uint64_t seed = 1;
+  // Data to time instead of random values (any dtype, NCHW-ordered; not
+  // owned): each must have the shape `shape` gives it, and is copied into the
+  // timed tensor with one rounding to `dtype` and in `channels_last` layout.
+  // So a benchmark can time a workload's real grid (an affine warp, a
+  // correlation window, ...), whose memory access pattern decides the speed.
+  const host::Tensor* input = nullptr;
+  const host::Tensor* grid = nullptr;
+  const host::Tensor* grad = nullptr;  // backward only
 };
 
 // Runs the benchmark; on error returns a non-ok status and prints nothing.

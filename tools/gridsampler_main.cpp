@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -374,6 +375,8 @@ int run_demo_command(const DemoArgs& args) {
 struct BenchArgs {
   gs::bench::BenchOptions options;
   std::string shape = "8,64,64,64,64,64", op = "backward", layout = "nchw";
+  std::string input, grid, grad;  // .npy files to time instead of random data
+  const CLI::Option* shape_option = nullptr;  // to tell a given --shape from the default
   SamplingArgs sampling;
 };
 
@@ -398,6 +401,34 @@ gs::Status run_bench_command(const BenchArgs& args) {
   std::copy(dims.begin(), dims.end(), o.shape.begin());
   if (args.op != "backward" && args.op != "forward") return error("--op: expected forward or backward, got '" + args.op + "'");
   o.backward = args.op == "backward";
+  if (!args.grad.empty() && !o.backward) return error("--grad: only --op backward takes one");
+
+  // Data from files: read, checked against each other (the same dtype unless
+  // --dtype converts them), and without --shape the shape is theirs.
+  Operand input, grid, grad;
+  std::vector<Operand*> given;
+  for (auto [name, path, operand] : {std::tuple{"input", &args.input, &input}, std::tuple{"grid", &args.grid, &grid},
+                                     std::tuple{"grad", &args.grad, &grad}}) {
+    if (path->empty()) continue;
+    if (gs::Status s = load(name, *path, operand); !s.ok()) return s;
+    given.push_back(operand);
+  }
+  if (!given.empty()) {
+    gs::DType dtype = gs::DType::kFloat32;
+    if (gs::Status s = unify_dtypes(given, requested, &dtype); !s.ok()) return s;
+    o.dtype = dtype;
+  }
+  if (args.shape_option->count() == 0 && !given.empty()) {
+    if (args.input.empty() || args.grid.empty()) {
+      return error("--input and --grid together give the shape; with only one of them, give --shape too");
+    }
+    const gs::Shape4& x = input.tensor.shape();
+    const gs::Shape4& g = grid.tensor.shape();
+    o.shape = {x[0], x[1], x[2], x[3], g[1], g[2]};
+  }
+  if (!args.input.empty()) o.input = &input.tensor;
+  if (!args.grid.empty()) o.grid = &grid.tensor;
+  if (!args.grad.empty()) o.grad = &grad.tensor;
   if (args.layout != "nchw" && args.layout != "nhwc") return error("--layout: expected nchw or nhwc, got '" + args.layout + "'");
   o.channels_last = args.layout == "nhwc";
   if (o.options.num_threads < 0) return error("--threads: must be 0 (all) or positive");
@@ -406,16 +437,27 @@ gs::Status run_bench_command(const BenchArgs& args) {
 
 Command add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* cmd = app.add_subcommand("bench", "Time forward or backward on random data; print one JSON line");
-  cmd->add_option("--shape", args->shape, "N,C,Hin,Win,Hout,Wout (default: 8,64,64,64,64,64)")->type_name("DIMS");
+  CLI::App* cmd = app.add_subcommand("bench", "Time forward or backward on random data or .npy files; print one JSON line");
+  args->shape_option =
+      cmd->add_option("--shape", args->shape,
+                      "N,C,Hin,Win,Hout,Wout (default: that of the --input and --grid files, else 8,64,64,64,64,64)")
+          ->type_name("DIMS");
+  cmd->add_option("--input", args->input, "Time on this image, shape (N, C, Hin, Win), instead of random values")
+      ->type_name("X.npy");
+  cmd->add_option("--grid", args->grid, "Time on this grid, shape (N, Hout, Wout, 2), instead of random values")
+      ->type_name("G.npy");
+  cmd->add_option("--grad", args->grad, "Backward: time on this output gradient, shape (N, C, Hout, Wout)")
+      ->type_name("GO.npy");
   cmd->add_option("--op", args->op, "backward (default) or forward")->type_name("OP");
   add_sampling_options(cmd, &args->sampling);
   cmd->add_option("--layout", args->layout, "nchw (default) or nhwc: memory of input, grad, output and dx")
       ->type_name("LAYOUT");
   cmd->add_option("--threads", args->options.options.num_threads, "Threads, 0 = all (default: 0)")->type_name("T");
   cmd->add_option("--reps", args->options.reps, "Timed repetitions after one warm-up (default: 20)")->type_name("R");
-  cmd->footer("Data: input and grad uniform in [-1, 1], grid uniform in [-1.1, 1.1], fixed seed. gbps counts the "
-              "bytes of all inputs and outputs once each, divided by the median time. --dtype defaults to f32.");
+  cmd->footer("Data: the --input, --grid and --grad files where given (converted to --dtype, stored in --layout); "
+              "otherwise input and grad uniform in [-1, 1], grid uniform in [-1.1, 1.1], fixed seed. gbps counts the "
+              "bytes of all inputs and outputs once each, divided by the median time. --dtype defaults to the "
+              "files' dtype, or f32 without files.");
   return {cmd, [args] { return run_bench_command(*args); }};
 }
 
