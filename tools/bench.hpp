@@ -1,5 +1,5 @@
 // `gridsampler bench`: times forward or backward on random data and prints
-// one JSON line (median_ms, min_ms, threads, gbps, ...).
+// one JSON line (median_ms, min_ms, threads, gbps, peak_extra_mib, ...).
 #pragma once
 
 #include <array>
