@@ -124,11 +124,13 @@ void run_forward(const ForwardPlan& plan, const TensorView& input, const TensorV
     plan.fn(plan, input, grid, output, nullptr);
     return;
   }
-  void* copies = detail::cached_buffer(plan.copy_bytes);
-  if (copies != nullptr) {
-    plan.fn(plan, input, grid, output, copies);
-    return;
-  }
+  {
+    const detail::CachedBuffer copies(plan.copy_bytes);
+    if (copies.data() != nullptr) {
+      plan.fn(plan, input, grid, output, copies.data());
+      return;
+    }
+  }  // (freed before the fallback runs)
   const ForwardPlan planar = plan_forward(plan.problem, false);
   planar.fn(planar, input, grid, output, nullptr);
 }
