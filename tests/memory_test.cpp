@@ -1,6 +1,7 @@
 // Memory kept between calls: each calling thread's cached buffer stays within
 // its bound, release_cached_memory() frees every thread's buffer (one in use
-// when its call ends), and results do not depend on it.
+// when its call ends), results do not depend on it; and the planner bounds
+// what pixel chunks cost.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "core/memory.hpp"
 #include "core/validate.hpp"
 #include "cpu/plan.hpp"
+#include "cpu/tuning.hpp"
 #include "gridsampler/gridsampler.hpp"
 
 namespace {
@@ -196,6 +198,39 @@ TEST(Memory, BufferInUseIsFreedWhenItsCallEnds) {
     EXPECT_EQ(none.data(), nullptr);
   }
   EXPECT_EQ(gs::detail::cached_buffer_bytes(), 0u);
+}
+
+gs::cpu::BackwardPlan backward_plan(int64_t n, int64_t c, int64_t in_side, int64_t out_side,
+                                    gs::Interpolation mode = gs::Interpolation::kBilinear) {
+  gs::detail::Problem p;
+  p.n = n;
+  p.c = c;
+  p.in_h = p.in_w = in_side;
+  p.out_h = p.out_w = out_side;
+  p.options.interpolation = mode;
+  p.options.num_threads = 2;
+  return gs::cpu::plan_backward(p);
+}
+
+// Pixel chunks (per-chunk dx accumulators and a shared input copy) only
+// where they take at most kMaxChunkBytes: small problems still get them, to
+// feed the threads; large ones run one task per (n, block) instead.
+TEST(Memory, PixelChunksAreBounded) {
+  const gs::cpu::BackwardPlan large = backward_plan(4, 32, 256, 256);
+  EXPECT_EQ(large.pixel_chunks, 1);
+  EXPECT_EQ(large.dx_partials, 0u);
+  EXPECT_FALSE(large.shared_values);
+  EXPECT_EQ(backward_plan(3, 32, 128, 256).pixel_chunks, 1);
+
+  for (const gs::cpu::BackwardPlan& plan :
+       {backward_plan(1, 3, 512, 512), backward_plan(4, 16, 64, 64, gs::Interpolation::kBicubic),
+        backward_plan(1, 1, 768, 768), backward_plan(1, 20, 40, 64)}) {
+    EXPECT_GT(plan.pixel_chunks, 1);
+    const uint64_t tasks = static_cast<uint64_t>(plan.problem.n * plan.channel_blocks);
+    const uint64_t copies = static_cast<uint64_t>(plan.pixel_chunks) + (plan.shared_values ? 1 : 0);
+    EXPECT_LE(tasks * copies * static_cast<uint64_t>(plan.accumulator_elems) * sizeof(float),
+              gs::cpu::kMaxChunkBytes);
+  }
 }
 
 }  // namespace
