@@ -22,7 +22,9 @@ void* allocate_workspace(std::size_t bytes, bool huge_pages) {
   const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* data = std::aligned_alloc(kHugePage, rounded);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (data != nullptr) madvise(data, rounded, MADV_HUGEPAGE);  // advice: failure is harmless
+  // Only the huge pages the buffer fills: advising the partial last one too
+  // would make a few bytes used there resident as a whole 2 MiB page.
+  if (data != nullptr) madvise(data, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice: failure is harmless
 #endif
   return data;
 }
