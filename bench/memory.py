@@ -19,10 +19,13 @@ Each side runs each case in a fresh process of its own, 3 backward calls
 the inputs (input, grid, grad) exist and are filled. The outputs (dx, dgrid)
 do not exist yet at that point, on either side, so they count as extra: the
 outputs PyTorch allocates in each call, the ones the CLI allocates once
-before its calls. Just before the baseline, the peak is lowered to the
-current resident size (Linux: writing 5 to /proc/self/clear_refs), so that
-a transient peak of the start-up (importing torch, filling the inputs)
-cannot hide part of the calls' memory. Both sides start their thread pools
+before its calls. Just before the baseline, freed heap memory is returned
+to the system (glibc's malloc_trim) and the peak is lowered to the current
+resident size (Linux: writing 5 to /proc/self/clear_refs), so that neither
+memory the start-up freed (which a call could reuse without growing) nor a
+transient peak of the start-up (importing torch, filling the inputs) can
+hide part of the calls' memory. The inputs are filled in place on both
+sides. Both sides start their thread pools
 during the calls, after the baseline.
 
 Prints a markdown table: case, each side's MiB and the ratio ours / torch
@@ -53,11 +56,15 @@ CASES = [
 
 # The PyTorch side, run as `python -c TORCH_CHILD '<json args>'`.
 TORCH_CHILD = r"""
-import json, resource, sys, time
+import ctypes, ctypes.util, json, resource, sys, time
 import torch
 
 def peak_rss_kib(reset):
     if reset:
+        try:  # glibc: return freed heap memory first (as the CLI does)
+            ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
         try:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")
@@ -70,9 +77,10 @@ torch.set_num_threads(a["threads"])
 n, c, hi, wi, ho, wo = a["shape"]
 dt = torch.float32 if a["dtype"] == "f32" else torch.float64
 gen = torch.Generator().manual_seed(1)
-x = torch.rand(n, c, hi, wi, generator=gen, dtype=dt) * 2 - 1
-grid = torch.rand(n, ho, wo, 2, generator=gen, dtype=dt) * 2.2 - 1.1
-go = torch.rand(n, c, ho, wo, generator=gen, dtype=dt) * 2 - 1
+# Filled in place: no temporaries, whose freed memory the op could reuse.
+x = torch.empty(n, c, hi, wi, dtype=dt).uniform_(-1, 1, generator=gen)
+grid = torch.empty(n, ho, wo, 2, dtype=dt).uniform_(-1.1, 1.1, generator=gen)
+go = torch.empty(n, c, ho, wo, dtype=dt).uniform_(-1, 1, generator=gen)
 base = peak_rss_kib(True)
 fn = torch.ops.aten.grid_sampler_2d_backward
 args = (go, x, grid, a["mode"], a["padding"], a["align"], [True, True])

@@ -2,6 +2,9 @@
 
 #include <omp.h>
 #include <sys/resource.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -40,10 +43,16 @@ void fill_uniform(host::Tensor* t, double lo, double hi, std::mt19937_64* rng) {
 }
 
 // The process's peak resident memory so far (getrusage's ru_maxrss), in KiB.
-// With `reset`, the peak is first lowered to the current resident size
-// (Linux: /proc/self/clear_refs), so that a transient peak of the set-up
-// cannot hide the calls' own.
+// With `reset`, free heap memory is first returned to the system (glibc) and
+// the peak lowered to the current resident size (Linux:
+// /proc/self/clear_refs), so that neither a transient peak of the set-up nor
+// memory it freed can hide the calls' own.
 double peak_rss_kib(bool reset) {
+#if defined(__GLIBC__)
+  // Freed heap memory the allocator still holds would hide as much of the
+  // calls' new memory: hand it back first.
+  if (reset) malloc_trim(0);
+#endif
 #if defined(__linux__)
   if (reset) {
     if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
