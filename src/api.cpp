@@ -1,7 +1,6 @@
 // The public entry points: validate, pick the kernel once, run it.
-#include <cstdlib>
-#include <memory>
-#include <new>
+#include <cstddef>
+#include <string>
 
 #include "core/memory.hpp"
 #include "core/validate.hpp"
@@ -9,13 +8,6 @@
 #include "gridsampler/gridsampler.hpp"
 
 namespace gridsampler {
-namespace {
-
-// The backward's workspace comes from the calling thread's cached buffer
-// (up to kCachedWorkspaceBytes), larger ones are allocated per call.
-constexpr std::size_t kCachedWorkspaceBytes = std::size_t{256} << 20;
-
-}  // namespace
 
 Status grid_sampler_2d(TensorView input, TensorView grid, MutableTensorView output,
                        const Options& options) {
@@ -34,21 +26,19 @@ Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView gr
       !s.ok())
     return s;
   const cpu::BackwardPlan plan = cpu::plan_backward(p);
-  void* workspace = nullptr;
-  std::unique_ptr<unsigned char, decltype(&std::free)> owned(nullptr, &std::free);
-  if (plan.workspace_bytes > 0) {
-    workspace = plan.workspace_bytes <= kCachedWorkspaceBytes ? detail::cached_buffer(plan.workspace_bytes) : nullptr;
-    if (workspace == nullptr) {
-      owned.reset(static_cast<unsigned char*>(detail::allocate_workspace(plan.workspace_bytes)));
-      workspace = owned.get();
-    }
-    if (workspace == nullptr) {
-      return {StatusCode::kInternal,
-              "workspace: cannot allocate " + std::to_string(plan.workspace_bytes) + " bytes"};
-    }
+  // The calling thread's cached buffer (core/memory.hpp): kept for the next
+  // call up to kMaxCachedBytes, freed when the call returns past that.
+  detail::CachedBuffer workspace(plan.workspace_bytes);
+  if (plan.workspace_bytes > 0 && workspace.data() == nullptr) {
+    return {StatusCode::kInternal,
+            "workspace: cannot allocate " + std::to_string(plan.workspace_bytes) + " bytes"};
   }
-  cpu::run_backward(plan, grad, input, grid, dx, dgrid, workspace);
+  cpu::run_backward(plan, grad, input, grid, dx, dgrid, workspace.data());
   return Status::Ok();
 }
+
+void release_cached_memory() { detail::release_cached_buffers(); }
+
+std::size_t cached_memory_bytes() { return detail::cached_buffer_bytes(); }
 
 }  // namespace gridsampler

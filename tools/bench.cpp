@@ -1,9 +1,14 @@
 #include "bench.hpp"
 
 #include <omp.h>
+#include <sys/resource.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <random>
 #include <string>
@@ -57,6 +62,32 @@ Status copy_given(const char* name, const host::Tensor* from, host::Tensor* to) 
   return Status::Ok();
 }
 
+// The process's peak resident memory so far (getrusage's ru_maxrss), in KiB.
+// With `reset`, free heap memory is first returned to the system (glibc) and
+// the peak lowered to the current resident size (Linux:
+// /proc/self/clear_refs), so that neither a transient peak of the set-up nor
+// memory it freed can hide the calls' own.
+double peak_rss_kib(bool reset) {
+#if defined(__GLIBC__)
+  // Freed heap memory the allocator still holds would hide as much of the
+  // calls' new memory: hand it back first.
+  if (reset) malloc_trim(0);
+#endif
+#if defined(__linux__)
+  if (reset) {
+    if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+      std::fputs("5", f);
+      std::fclose(f);
+    }
+  }
+#else
+  (void)reset;
+#endif
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss);
+}
+
 }  // namespace
 
 Status run_bench(const BenchOptions& o, std::ostream& out) {
@@ -69,15 +100,10 @@ Status run_bench(const BenchOptions& o, std::ostream& out) {
   auto strides = [&](const Shape4& s) { return o.channels_last ? channels_last_strides(s) : contiguous_strides(s); };
   const int64_t in_count = n * c * in_h * in_w, grid_count = n * out_h * out_w * 2, out_count = n * c * out_h * out_w;
   host::Tensor input, grid, grad, out_or_dx, dgrid;
-  const Shape4 out_or_dx_shape = o.backward ? in_shape : out_shape;
-  for (auto [t, shape, layout] : {std::tuple{&input, in_shape, strides(in_shape)},
-                                   std::tuple{&grid, grid_shape, contiguous_strides(grid_shape)},
-                                   std::tuple{&out_or_dx, out_or_dx_shape, strides(out_or_dx_shape)}}) {
-    if (Status s = allocate(o.dtype, shape, layout, t); !s.ok()) return s;
-  }
+  if (Status s = allocate(o.dtype, in_shape, strides(in_shape), &input); !s.ok()) return s;
+  if (Status s = allocate(o.dtype, grid_shape, contiguous_strides(grid_shape), &grid); !s.ok()) return s;
   if (o.backward) {
     if (Status s = allocate(o.dtype, out_shape, strides(out_shape), &grad); !s.ok()) return s;
-    if (Status s = allocate(o.dtype, grid_shape, contiguous_strides(grid_shape), &dgrid); !s.ok()) return s;
   }
   // Random values for what no file gives (drawn in the same order as without
   // files, so the default data stays what it was).
@@ -89,6 +115,15 @@ Status run_bench(const BenchOptions& o, std::ostream& out) {
   for (auto [name, from, to] : {std::tuple{"input", o.input, &input}, std::tuple{"grid", o.grid, &grid},
                                 std::tuple{"grad", o.grad, &grad}}) {
     if (Status s = copy_given(name, from, to); !s.ok()) return s;
+  }
+  // The memory baseline: the inputs exist, the outputs do not yet, so that
+  // the outputs count as the calls' memory, as they do for an operator that
+  // allocates its results (PyTorch's).
+  const double base_kib = peak_rss_kib(/*reset=*/true);
+  const Shape4 out_or_dx_shape = o.backward ? in_shape : out_shape;
+  if (Status s = allocate(o.dtype, out_or_dx_shape, strides(out_or_dx_shape), &out_or_dx); !s.ok()) return s;
+  if (o.backward) {
+    if (Status s = allocate(o.dtype, grid_shape, contiguous_strides(grid_shape), &dgrid); !s.ok()) return s;
   }
   auto call = [&]() -> Status {
     if (o.backward) {
@@ -104,6 +139,7 @@ Status run_bench(const BenchOptions& o, std::ostream& out) {
     (void)call();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  const double peak_extra_mib = (peak_rss_kib(false) - base_kib) / 1024;
   std::sort(ms.begin(), ms.end());
   const double median = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
   const double bytes = static_cast<double>(dtype_size(o.dtype)) *
@@ -116,7 +152,8 @@ Status run_bench(const BenchOptions& o, std::ostream& out) {
       << "\", \"align_corners\": " << (o.options.align_corners ? "true" : "false") << ", \"dtype\": \""
       << to_string(o.dtype) << "\", \"layout\": \"" << (o.channels_last ? "nhwc" : "nchw")
       << "\", \"threads\": " << threads << ", \"reps\": " << o.reps << ", \"median_ms\": " << median
-      << ", \"min_ms\": " << ms.front() << ", \"gbps\": " << bytes / (median * 1e6) << "}" << std::endl;
+      << ", \"min_ms\": " << ms.front() << ", \"gbps\": " << bytes / (median * 1e6) << ", \"peak_extra_mib\": " << peak_extra_mib << "}"
+      << std::endl;
   return Status::Ok();
 }
 

@@ -1,6 +1,6 @@
 // `gridsampler bench`: times forward or backward on random data, or on the
 // input, grid and grad given as tensors (read from .npy files by the CLI), and
-// prints one JSON line (median_ms, min_ms, threads, gbps, ...).
+// prints one JSON line (median_ms, min_ms, threads, gbps, peak_extra_mib, ...).
 #pragma once
 
 #include <array>

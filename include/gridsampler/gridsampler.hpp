@@ -117,6 +117,20 @@ GRIDSAMPLER_API Status grid_sampler_2d_backward(TensorView grad, TensorView inpu
                                                 const Options& options = {},
                                                 OutputMask mask = {});
 
+// Memory kept between calls. A thread that calls the library keeps one
+// buffer (the backward's workspace, the forward's channel-minor copies) for
+// its next call, so that calls do not page-fault fresh memory: at most
+// 32 MiB per calling thread; a call that needs more frees it on return.
+// A thread's buffer is freed when the thread exits.
+//
+// release_cached_memory() frees the buffers of every thread, and returns
+// freed heap memory to the system where the C library allows (glibc). It
+// may be called from any thread at any time: a buffer in use by a running
+// call is freed when that call returns instead. Results do not depend on it.
+GRIDSAMPLER_API void release_cached_memory();
+// Bytes currently held in those buffers, by all threads together.
+GRIDSAMPLER_API std::size_t cached_memory_bytes();
+
 // Names used by the command line, the Python bindings and messages.
 GRIDSAMPLER_API std::string_view to_string(DType dtype);  // "float16", ...
 GRIDSAMPLER_API std::string_view to_string(Interpolation mode);  // "bilinear", ...

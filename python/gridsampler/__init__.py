@@ -28,7 +28,8 @@ import numpy as _np
 
 from . import _gridsampler as _C
 
-__all__ = ["grid_sample", "grid_sample_backward", "MODES", "PADDING_MODES"]
+__all__ = ["grid_sample", "grid_sample_backward", "release_cached_memory", "cached_memory_bytes",
+           "MODES", "PADDING_MODES"]
 __version__ = "0.1.0"
 
 MODES = ("bilinear", "nearest", "bicubic")
@@ -208,3 +209,19 @@ def grid_sample_backward(grad: Any, input: Any, grid: Any, mode: str = "bilinear
     frame.call(_C.backward, ("grad", "input", "grid", "dx", "dgrid"), (grad, input, grid, dx, dgrid),
                mode, padding_mode, bool(align_corners), num_threads=num_threads)
     return frame.result(dx), frame.result(dgrid)
+
+
+def release_cached_memory() -> None:
+    """Frees the memory the library keeps between calls.
+
+    Each thread that calls the library keeps one buffer (the backward's
+    workspace, the forward's copies) for its next call, at most 32 MiB per
+    thread. This frees the buffers of all threads; one in use by a running
+    call is freed when that call returns. Results do not depend on it.
+    """
+    _C.release_cached_memory()
+
+
+def cached_memory_bytes() -> int:
+    """Bytes the library keeps between calls, by all threads together."""
+    return _C.cached_memory_bytes()

@@ -29,8 +29,10 @@ from torch import Tensor
 
 from . import _check_options
 from . import _gridsampler as _C
+# The library's memory kept between calls (the same for NumPy and torch calls).
+from . import cached_memory_bytes, release_cached_memory
 
-__all__ = ["grid_sample"]
+__all__ = ["grid_sample", "release_cached_memory", "cached_memory_bytes"]
 
 if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "register_fake"):
     raise ImportError(

@@ -200,6 +200,11 @@ NB_MODULE(_gridsampler, m) {
         nb::arg("uint16_as_bfloat16") = false,
         "Writes the gradients of grid_sample into `dx` (shape of input) and `dgrid` (shape of "
         "grid); None skips that output (output_mask).");
+  m.def("release_cached_memory", &gs::release_cached_memory,
+        "Frees the buffers every thread keeps between calls (at most 32 MiB per calling "
+        "thread); a buffer in use by a running call is freed when that call returns.");
+  m.def("cached_memory_bytes", &gs::cached_memory_bytes,
+        "Bytes held between calls in those buffers, by all threads together.");
   m.def(
       "_readable", [](const InArray&) {}, nb::arg("array"),
       "Raises TypeError when `array` cannot be read in place (used for error messages).");

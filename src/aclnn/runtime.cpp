@@ -127,7 +127,12 @@ aclnnStatus aclDestroyBoolArray(const aclBoolArray* array) {
 }
 
 aclError aclInit(const char* /*configPath*/) { return ACL_SUCCESS; }
-aclError aclFinalize(void) { return ACL_SUCCESS; }
+// Finalizing the runtime or resetting the device frees what the platform
+// holds for them; here that is the memory the library keeps between calls.
+aclError aclFinalize(void) {
+  gridsampler::detail::release_cached_buffers();
+  return ACL_SUCCESS;
+}
 
 aclError aclrtSetDevice(int32_t deviceId) {
   if (deviceId != 0) {
@@ -137,7 +142,11 @@ aclError aclrtSetDevice(int32_t deviceId) {
   return ACL_SUCCESS;
 }
 
-aclError aclrtResetDevice(int32_t deviceId) { return aclrtSetDevice(deviceId); }
+aclError aclrtResetDevice(int32_t deviceId) {
+  if (aclError e = aclrtSetDevice(deviceId); e != ACL_SUCCESS) return e;
+  gridsampler::detail::release_cached_buffers();
+  return ACL_SUCCESS;
+}
 
 aclError aclrtCreateStream(aclrtStream* stream) {
   if (stream == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtCreateStream: stream is null");

@@ -2,9 +2,14 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#endif
+#if defined(__GLIBC__)
+#include <malloc.h>
 #endif
 
 namespace gridsampler::detail {
@@ -17,26 +22,126 @@ void* allocate_workspace(std::size_t bytes, bool huge_pages) {
   const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* data = std::aligned_alloc(kHugePage, rounded);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (data != nullptr) madvise(data, rounded, MADV_HUGEPAGE);  // advice: failure is harmless
+  // Only the huge pages the buffer fills: advising the partial last one too
+  // would make a few bytes used there resident as a whole 2 MiB page.
+  if (data != nullptr) madvise(data, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice: failure is harmless
 #endif
   return data;
 }
 
-void* cached_buffer(std::size_t bytes) {
-  struct Buffer {
-    void* data = nullptr;
-    std::size_t bytes = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  if (buffer.bytes < bytes) {
-    std::free(buffer.data);
-    buffer.bytes = 0;
-    buffer.data = allocate_workspace(bytes);
-    if (buffer.data == nullptr) return nullptr;
-    buffer.bytes = bytes;
+namespace {
+
+// One thread's cached buffer. Every field is guarded by the registry's mutex,
+// since release_cached_buffers() reaches the slots of other threads.
+struct Slot {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  bool in_use = false;   // a CachedBuffer of the owning thread holds it
+  bool release = false;  // freed when that CachedBuffer ends
+  void free_buffer() {
+    std::free(data);
+    data = nullptr;
+    bytes = 0;
+    release = false;
   }
-  return buffer.data;
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<Slot*> slots;
+};
+
+// Never destroyed: a thread may exit, and unregister its slot, after static
+// destructors have run.
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+// The calling thread's slot, registered on first use and freed (and
+// unregistered) when the thread exits, so no buffer outlives its thread.
+struct ThreadSlot {
+  Slot slot;
+  ThreadSlot() {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    registry().slots.push_back(&slot);
+  }
+  ~ThreadSlot() {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    std::vector<Slot*>& slots = registry().slots;
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i] == &slot) {
+        slots[i] = slots.back();
+        slots.pop_back();
+        break;
+      }
+    }
+    slot.free_buffer();
+  }
+  ThreadSlot(const ThreadSlot&) = delete;
+  ThreadSlot& operator=(const ThreadSlot&) = delete;
+};
+
+Slot& this_thread_slot() {
+  thread_local ThreadSlot t;
+  return t.slot;
+}
+
+}  // namespace
+
+CachedBuffer::CachedBuffer(std::size_t bytes) {
+  if (bytes == 0) return;
+  Slot& slot = this_thread_slot();
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  if (slot.in_use) {  // nested on this thread: a buffer of its own
+    data_ = allocate_workspace(bytes);
+    return;
+  }
+  if (slot.bytes < bytes) {
+    slot.free_buffer();  // before allocating, so the two never add up
+    slot.data = allocate_workspace(bytes);
+    if (slot.data == nullptr) return;
+    slot.bytes = bytes;
+  }
+  slot.in_use = true;
+  from_cache_ = true;
+  data_ = slot.data;
+}
+
+CachedBuffer::~CachedBuffer() {
+  if (!from_cache_) {
+    std::free(data_);
+    return;
+  }
+  Slot& slot = this_thread_slot();
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  slot.in_use = false;
+  if (slot.release || slot.bytes > kMaxCachedBytes) slot.free_buffer();
+}
+
+void release_cached_buffers() {
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    for (Slot* slot : registry().slots) {
+      if (slot->in_use) {
+        slot->release = true;
+      } else {
+        slot->free_buffer();
+      }
+    }
+  }
+#if defined(__GLIBC__)
+  // Buffers under glibc's mmap threshold (which grows with the sizes freed)
+  // come from the heap, and free() keeps such memory: hand it back.
+  malloc_trim(0);
+#endif
+}
+
+std::size_t cached_buffer_bytes() {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  std::size_t total = 0;
+  for (const Slot* slot : registry().slots) total += slot->bytes;
+  return total;
 }
 
 }  // namespace gridsampler::detail

@@ -1,6 +1,6 @@
 // Host allocations for workspaces: 64-byte aligned, and for sizes of a huge
 // page or more, placed on 2 MiB boundaries and offered to the kernel as
-// transparent huge pages (Linux). The backward reads and writes its
+// transparent huge pages (Linux; the whole 2 MiB pages the size fills). The backward reads and writes its
 // accumulators at the grid's random taps; with 4 KiB pages nearly every such
 // access beyond the TLB's reach costs a page walk. Free with std::free.
 #pragma once
@@ -11,10 +11,37 @@ namespace gridsampler::detail {
 
 void* allocate_workspace(std::size_t bytes, bool huge_pages = true);
 
-// A buffer of at least `bytes` kept by the calling thread between calls and
-// grown on demand (allocate_workspace), so that a call does not page-fault its
-// way through fresh memory (docs/performance.md). Null when it cannot be had. The same buffer serves every caller
-// on the thread: use it for one call's duration only.
-void* cached_buffer(std::size_t bytes);
+// What a calling thread keeps between calls: at most this many bytes. A call
+// that needs a larger buffer gets one, and frees it when it returns. Reusing
+// the buffer saves a call the page faults (and kernel zeroing) of fresh
+// memory, a few percent of a mid-sized backward (docs/performance.md); past
+// this size that saving is small beside the memory held while idle.
+constexpr std::size_t kMaxCachedBytes = std::size_t{32} << 20;
+
+// A buffer of at least `bytes` for the duration of one call, taken from the
+// calling thread's cache (grown on demand with allocate_workspace). At the
+// end of its scope the buffer goes back to the cache, or is freed if it is
+// larger than kMaxCachedBytes or if release_cached_buffers() asked for it
+// meanwhile. data() is null for 0 bytes or when the memory cannot be had. A
+// second CachedBuffer alive on the same thread gets a buffer of its own (not
+// cached), so nesting is safe.
+class CachedBuffer {
+ public:
+  explicit CachedBuffer(std::size_t bytes);
+  ~CachedBuffer();
+  CachedBuffer(const CachedBuffer&) = delete;
+  CachedBuffer& operator=(const CachedBuffer&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  bool from_cache_ = false;
+};
+
+// Frees every thread's cached buffer that no call is using; a buffer in use
+// is freed when its call ends. Safe to call from any thread at any time.
+void release_cached_buffers();
+// Bytes held by all threads' caches (in use or idle).
+std::size_t cached_buffer_bytes();
 
 }  // namespace gridsampler::detail

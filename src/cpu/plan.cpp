@@ -136,11 +136,13 @@ void run_forward(const ForwardPlan& plan, const TensorView& input, const TensorV
     plan.fn(plan, input, grid, output, nullptr);
     return;
   }
-  void* copies = detail::cached_buffer(plan.copy_bytes);
-  if (copies != nullptr) {
-    plan.fn(plan, input, grid, output, copies);
-    return;
-  }
+  {
+    const detail::CachedBuffer copies(plan.copy_bytes);
+    if (copies.data() != nullptr) {
+      plan.fn(plan, input, grid, output, copies.data());
+      return;
+    }
+  }  // (freed before the fallback runs)
   const ForwardPlan planar = plan_forward(plan.problem, false);
   planar.fn(planar, input, grid, output, nullptr);
 }
@@ -193,7 +195,14 @@ BackwardPlan plan_backward(const Problem& p) {
     const int64_t min_chunk = std::max(kMinChunkPixels, slot / 2);
     chunks = std::min((kMinTasks + tasks - 1) / tasks, std::max<int64_t>(pixels / min_chunk, 1));
   }
-  if (mul(mul(mul(tasks, chunks), plan.accumulator_elems), elem) > kMaxPartialBytes) chunks = 1;
+  // Chunks cost memory that grows with the problem: their dx accumulators
+  // and, interleaved, the input copy per (n, block) that they share, i.e.
+  // (chunks + 1) times dx, where unchunked tasks need a task's worth per
+  // thread. Chunk only while that stays under kMaxChunkBytes. (Counted as if
+  // both outputs were wanted: chunks change dx's bits, which must not depend
+  // on the mask.)
+  const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + (plan.lanes > 1 ? 1 : 0);
+  if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > kMaxChunkBytes) chunks = 1;
   plan.pixel_chunks = chunks;
   const int64_t chunk = (pixels + chunks - 1) / chunks;
   plan.chunk_pixels = std::max<int64_t>((chunk + kTile - 1) / kTile * kTile, kTile);
@@ -212,7 +221,7 @@ BackwardPlan plan_backward(const Problem& p) {
     plan.dgrid_partials = take(mul(mul(mul(p.n, plan.channel_blocks + 1), pixels), 2 * elem));
   }
   // Input values in [pixel][lane] order, once per (n, block), shared by its
-  // chunks (bounded like the chunks' partials, by kMaxPartialBytes / chunks).
+  // chunks (bounded with the chunks' partials, by kMaxChunkBytes).
   plan.need_values = p.mask.grid && p.options.interpolation != Interpolation::kNearest;
   plan.shared_values = plan.lanes > 1 && plan.need_values && chunks > 1;
   if (plan.shared_values) plan.values = take(mul(mul(tasks, plan.accumulator_elems), elem));

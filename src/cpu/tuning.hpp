@@ -21,7 +21,12 @@ constexpr int64_t kMinChunkPixels = 1024;  // ... but never into chunks smaller 
 // and, for the forward's per-thread copies, in all.
 constexpr uint64_t kMaxInterleavedBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxForwardCopyBytes = uint64_t{256} << 20;
-// Chunked dx needs accumulators per chunk: not worth it past this.
-constexpr uint64_t kMaxPartialBytes = uint64_t{256} << 20;
+// Pixel chunks need dx accumulators per chunk and (interleaved) an input
+// copy per (n, block): chunk only while those take at most this. Chunks feed
+// threads that (n, block) tasks alone would leave idle, at a memory cost of
+// (chunks + 1) times dx; past this size a problem has enough work per task
+// that the memory matters more (on 2 threads, dropping the chunks of
+// 4,32,256,256 cuts the backward's peak memory by 2.4x at no loss of speed).
+constexpr uint64_t kMaxChunkBytes = uint64_t{16} << 20;
 
 }  // namespace gridsampler::cpu

@@ -117,6 +117,8 @@ ACL_FUNC_VISIBILITY const char *aclGetRecentErrMsg(void);
 
 /* ---- Runtime (host memory, synchronous streams) -------------------------- */
 ACL_FUNC_VISIBILITY aclError aclInit(const char *configPath);
+/* aclFinalize and aclrtResetDevice also free the memory the library keeps
+   between calls (gridsampler::release_cached_memory). */
 ACL_FUNC_VISIBILITY aclError aclFinalize(void);
 ACL_FUNC_VISIBILITY aclError aclrtSetDevice(int32_t deviceId);   /* device 0 only */
 ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId);
