@@ -172,7 +172,7 @@ inline void widen_indices(int count, Tile<T, K>* t) {
 
 template <class T>
 inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h, int64_t in_w,
-                                bool derivatives, Tile<T, 4>* t) {
+                                bool derivatives, bool wide, Tile<T, 4>* t) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<T> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -210,7 +210,7 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
     put(2, hn::And(y1, x0), base + width, north * east, hn::Neg(north), east);
     put(3, hn::And(y1, x1), base + width + one_i, north * west, north, west);
   }
-  widen_indices(count, t);
+  if (wide) widen_indices(count, t);
 }
 
 // The nearest taps likewise (the same shortcuts; rounding half to even like
@@ -427,7 +427,7 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
       constexpr int64_t kIndexLimit = int64_t{1} << (kFloat ? 31 : 53);
       if (p.in_w <= kExact && p.in_h <= kExact && plane + p.in_w < kIndexLimit) {
         if constexpr (M == Interpolation::kBilinear) {
-          bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, p.derivatives, t);
+          bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, p.derivatives, p.wide_indices, t);
         } else {
           nearest_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
         }

@@ -43,7 +43,7 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   S* out = static_cast<S*>(output.data);
   const Shape4& is = input.strides;
   const Shape4& os = output.strides;
-  const TileSource src = tile_source(p, grid, os, is, false);
+  const TileSource src = tile_source(p, grid, os, is, false, !plan.flat_taps);
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K>>();
@@ -79,7 +79,7 @@ void forward_interleaved(const ForwardPlan& plan, const TensorView& input, const
   const int64_t blocks = plan.blocks, ranges = plan.ranges, range = plan.range_pixels;
   S* out = static_cast<S*>(output.data);
   const Shape4& os = output.strides;
-  const TileSource src = tile_source(p, grid, os, input.strides, false);
+  const TileSource src = tile_source(p, grid, os, input.strides, false, true);
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K>>();

@@ -28,6 +28,17 @@ namespace gridsampler::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
+// A tap's flat indices as planar kernels read them: int32 for float on
+// dense planes (the only form the builders then make), int64 otherwise.
+template <bool kFlat, class T, int K, int G>
+inline auto flat_indices(const Tile<T, K, G>& t, int k) {
+  if constexpr (kFlat && std::is_same_v<T, float>) {
+    return static_cast<const int32_t*>(t.acc32[k]);
+  } else {
+    return static_cast<const int64_t*>(t.acc[k]);
+  }
+}
+
 // The values of tap k at a tile's pixels in one channel plane, 0 where the
 // tap is invalid. Strided taps read the caller's plane at their offsets;
 // flat taps read a dense plane (rows of Win values one after another) at
@@ -62,7 +73,7 @@ inline void tap_values(const Tile<T, K, G>& t, int k, const S* __restrict ip, in
       hn::StoreU(hn::IfThenElseZero(hn::RebindMask(d, valid), x), d, v + i);
     }
   } else {
-    const int64_t* __restrict idx = t.acc[k];
+    const auto* __restrict idx = flat_indices<true>(t, k);
     for (int i = 0; i < count; ++i) v[i] = idx[i] != plane ? load(ip[idx[i]]) : T(0);
   }
 }
@@ -171,7 +182,7 @@ inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, con
   }
   if constexpr (kDx) {
     for (int k = 0; k < K; ++k) {
-      const int64_t* __restrict idx = t.acc[k];
+      const auto* __restrict idx = flat_indices<kFlat>(t, k);
       const T* __restrict w = t.w[k];
       for (int i = 0; i < count; ++i) acc[idx[i]] += w[i] * g[i];
     }

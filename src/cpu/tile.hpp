@@ -54,10 +54,14 @@ struct TileSource {
   // for them, and the vector builders then skip them. (The scalar stencil
   // makes them anyway.)
   bool derivatives = true;
+  // Whether float tiles' flat indices are wanted as int64 (acc) as well as
+  // int32 (acc32): the interleaved kernels read acc; planar kernels on dense
+  // planes read acc32 only, and the builders then skip the widening.
+  bool wide_indices = true;
 };
 
 inline TileSource tile_source(const detail::Problem& p, const TensorView& grid, const Shape4& out_strides,
-                              const Shape4& in_strides, bool derivatives) {
+                              const Shape4& in_strides, bool derivatives, bool wide_indices) {
   TileSource src;
   src.grid = grid.data;
   src.grid_strides = grid.strides;
@@ -67,6 +71,7 @@ inline TileSource tile_source(const detail::Problem& p, const TensorView& grid, 
   src.in_w = p.in_w;
   src.out_w = p.out_w;
   src.derivatives = derivatives;
+  src.wide_indices = wide_indices;
   return src;
 }
 
