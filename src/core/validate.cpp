@@ -283,6 +283,7 @@ Status validate_backward(const TensorView& grad, const TensorView& input, const 
   }
   p->options = options;
   p->mask = mask;
+  p->dx_strides = dx.strides;
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@ namespace gridsampler::detail {
 struct Problem {
   int64_t n = 0, c = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
   Shape4 input_strides{};  // element strides of the input (planners choose kernels by its layout)
+  Shape4 dx_strides{};     // ... and of dx (backward)
   DType dtype = DType::kFloat32;
   Options options;
   OutputMask mask;

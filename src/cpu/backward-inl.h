@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include "core/dtype.hpp"
 #include "cpu/plan.hpp"
@@ -30,6 +31,16 @@ namespace gridsampler::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
+// Where a direct_dx plan accumulates channel c of image n: dx's own plane.
+template <class S>
+inline compute_t<S>* direct_dx_plane(const MutableTensorView& dx, int64_t n, int64_t c) {
+  if constexpr (std::is_same_v<S, compute_t<S>>) {
+    return static_cast<S*>(dx.data) + n * dx.strides[0] + c * dx.strides[1];
+  } else {
+    return nullptr;  // (plans never take direct_dx for 16-bit storage)
+  }
+}
+
 // The planar backward microkernel for the wanted outputs.
 template <bool kFlat, class S, int K, class T>
 inline void backward_plane(const Tile<T, K>& t, const S* gp, const S* ip, int64_t plane, T* acc, bool want_dx,
@@ -48,8 +59,8 @@ inline void backward_plane(const Tile<T, K>& t, const S* gp, const S* ip, int64_
 // fixed order of the dgrid sums).
 template <class S, int K, int L>
 inline void backward_tile(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
-                          const Tile<compute_t<S>, K>& t, int64_t n, int64_t c0, int64_t c1, int64_t p0,
-                          compute_t<S>* acc, const compute_t<S>* values, compute_t<S>* gt,
+                          const MutableTensorView& dx, const Tile<compute_t<S>, K>& t, int64_t n, int64_t c0,
+                          int64_t c1, int64_t p0, compute_t<S>* acc, const compute_t<S>* values, compute_t<S>* gt,
                           compute_t<S> (*sums)[kTile]) {
   using T = compute_t<S>;
   const detail::Problem& p = plan.problem;
@@ -74,7 +85,9 @@ inline void backward_tile(const BackwardPlan& plan, const TensorView& grad, cons
     for (int64_t c = c0; c < c1; ++c) {
       const S* gp = static_cast<const S*>(grad.data) + n * gs[0] + c * gs[1];
       const S* ip = static_cast<const S*>(input.data) + n * is[0] + c * is[1];
-      T* a = want_dx ? acc + (c - c0) * slot : nullptr;
+      T* a = !want_dx         ? nullptr
+             : plan.direct_dx ? direct_dx_plane<S>(dx, n, c)
+                              : acc + (c - c0) * slot;
       if (plan.flat_taps) {
         backward_plane<true, S, K>(t, gp, ip, slot - 1, a, want_dx, need_values, sums);
       } else {
@@ -157,7 +170,11 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       T* acc = !want_dx       ? nullptr  // (no workspace may have been given)
                : chunks == 1 ? my_acc
                              : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
-      if (want_dx) std::fill_n(acc, acc_elems, T(0));
+      if (want_dx && plan.direct_dx) {
+        for (int64_t c = c0; c < c1; ++c) std::fill_n(direct_dx_plane<S>(dx, n, c), plane, T(0));
+      } else if (want_dx) {
+        std::fill_n(acc, acc_elems, T(0));
+      }
       const T* block_values = shared_values ? values + (n * blocks + block) * acc_elems : xin;
       if constexpr (kInterleaved) {
         if (plan.need_values && !shared_values) {
@@ -171,7 +188,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
         const Tile<T, K>& t = *tile;
         std::fill_n(sums[0], kTile, T(0));
         std::fill_n(sums[1], kTile, T(0));
-        backward_tile<S, K, L>(plan, grad, input, t, n, c0, c1, p0, acc, block_values, gt, sums);
+        backward_tile<S, K, L>(plan, grad, input, dx, t, n, c0, c1, p0, acc, block_values, gt, sums);
         if (want_dgrid && blocks == 1) {
           store_dgrid<S>(dgrid, p.out_w, n, p0, t.count, t.mult, sums);
         } else if (want_dgrid) {
@@ -182,7 +199,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
           if (block == 0) store_pairs<T, T>(t.mult[0], nullptr, t.mult[1], nullptr, t.count, mult);
         }
       }
-      if (want_dx && chunks == 1) store_dx<S, L>(plan, dx, n, c0, c1, acc, 0, plane);
+      if (want_dx && chunks == 1 && !plan.direct_dx) store_dx<S, L>(plan, dx, n, c0, c1, acc, 0, plane);
     }
 
     // Fixed-order sums of what spans tasks (the barrier of `omp for` above

@@ -165,7 +165,8 @@ inline void forward_channel(const Tile<T, K, G>& t, const S* __restrict ip, int6
 }
 
 // Backward of one channel plane over a tile: dx into `acc` (one
-// accumulator plane, flat indices), dgrid terms into sums[g]. Separate
+// accumulator plane, flat indices: a scratch plane or dx's own), dgrid
+// terms into sums[g]. Separate
 // simple loops over the tile's pixels, so that the compiler vectorises the
 // ones without scatter conflicts; the dx scatter stays scalar because
 // neighbouring pixels may hit the same input pixel.
@@ -181,10 +182,16 @@ inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, con
     for (int i = 0; i < count; ++i) g[i] = load(gp[t.out_off[i]]);
   }
   if constexpr (kDx) {
+    // An invalid tap (index `plane`) adds to a sink: `acc` may be dx itself,
+    // with no zero slot after the plane.
+    T sink = 0;
     for (int k = 0; k < K; ++k) {
       const auto* __restrict idx = flat_indices<kFlat>(t, k);
       const T* __restrict w = t.w[k];
-      for (int i = 0; i < count; ++i) acc[idx[i]] += w[i] * g[i];
+      for (int i = 0; i < count; ++i) {
+        T* a = idx[i] != plane ? acc + idx[i] : &sink;
+        *a += w[i] * g[i];
+      }
     }
   }
   if constexpr (kDgrid) {

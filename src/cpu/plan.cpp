@@ -204,6 +204,10 @@ BackwardPlan plan_backward(const Problem& p) {
   const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + (plan.lanes > 1 ? 1 : 0);
   if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > kMaxChunkBytes) chunks = 1;
   plan.pixel_chunks = chunks;
+  const Shape4& ds = p.dx_strides;
+  const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
+  plan.direct_dx = plan.lanes == 1 && p.mask.input && chunks == 1 && compute_type && ds[3] == 1 &&
+                   (ds[2] == p.in_w || p.in_h == 1);
   const int64_t chunk = (pixels + chunks - 1) / chunks;
   plan.chunk_pixels = std::max<int64_t>((chunk + kTile - 1) / kTile * kTile, kTile);
   plan.span = ((plane + chunks - 1) / chunks + kLanes - 1) / kLanes * kLanes;
@@ -229,7 +233,7 @@ BackwardPlan plan_backward(const Problem& p) {
   // workspace) and, interleaved, the block's input values (unless shared)
   // and a grad tile. (Interleaved buffers are bounded by kMaxInterleavedBytes.)
   uint64_t elems = 0;
-  if (p.mask.input && chunks == 1) elems = add(elems, plan.accumulator_elems);
+  if (p.mask.input && chunks == 1 && !plan.direct_dx) elems = add(elems, plan.accumulator_elems);
   if (plan.lanes > 1) {
     plan.scratch_values = static_cast<int64_t>(elems);
     if (plan.need_values && !plan.shared_values) elems = add(elems, plan.accumulator_elems);
