@@ -101,6 +101,13 @@ inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* m
       hn::StoreU(clip(in, &clip_slope), d, out + i);
       hn::StoreU(hn::Mul(slope, clip_slope), d, mult + i);
     } else {
+      // An empty span (a 1-pixel axis with align_corners) or a huge image:
+      // the scalar policy for every lane (the vector fold would divide by
+      // zero or lose exactness, and convert NaN to an integer).
+      if (empty_span || !fold_exact) {
+        for (int l = i; l < i + n; ++l) out[l] = coords::source_index<P>(g[l], size, kAlign, &mult[l]);
+        continue;
+      }
       V dist = hn::Sub(in, low);
       const auto negative = hn::Lt(dist, zero);
       const V sign = hn::IfThenElse(negative, hn::Set(d, T(-1)), one);
@@ -122,7 +129,7 @@ inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* m
       V clip_slope;
       hn::StoreU(clip(folded, &clip_slope), d, out + i);
       hn::StoreU(hn::Mul(slope, hn::Mul(fold_slope, clip_slope)), d, mult + i);
-      if (empty_span || !fold_exact || !hn::AllTrue(d, fast)) {
+      if (!hn::AllTrue(d, fast)) {
         for (int l = i; l < std::min(count, i + n); ++l) out[l] = coords::source_index<P>(g[l], size, kAlign, &mult[l]);
       }
     }
