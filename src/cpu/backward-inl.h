@@ -132,7 +132,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   T* dg_partials = reinterpret_cast<T*>(ws + plan.dgrid_partials);
   T* values = reinterpret_cast<T*>(ws + plan.values);
   T* scratch = reinterpret_cast<T*>(ws + plan.scratch);
-  const TileSource src = tile_source(p, grid, grad.strides, input.strides, true, L > 1 || !plan.flat_taps);
+  const TileSource src = tile_source(p, grid, grad.strides, input.strides, true, !plan.flat_taps);
   auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + L - 1) / L; };
 
 #pragma omp parallel num_threads(plan.threads)

@@ -89,6 +89,9 @@ inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* m
   const V span = hn::Set(d, static_cast<T>(twice_high - twice_low) / 2);
   const V limit = hn::Set(d, T(1 << 21));
   const bool fold_exact = size < (int64_t{1} << 20);
+  auto scalar_lanes = [&](int from, int to) {
+    for (int l = from; l < to; ++l) out[l] = coords::source_index<P>(g[l], size, kAlign, &mult[l]);
+  };
   for (int i = 0; i < count; i += n) {
     const V c = hn::LoadU(d, g + i);
     const V in = kAlign ? hn::Mul(hn::Mul(hn::Add(c, one), half), last)
@@ -105,7 +108,7 @@ inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* m
       // the scalar policy for every lane (the vector fold would divide by
       // zero or lose exactness, and convert NaN to an integer).
       if (empty_span || !fold_exact) {
-        for (int l = i; l < i + n; ++l) out[l] = coords::source_index<P>(g[l], size, kAlign, &mult[l]);
+        scalar_lanes(i, i + n);
         continue;
       }
       V dist = hn::Sub(in, low);
@@ -129,9 +132,7 @@ inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* m
       V clip_slope;
       hn::StoreU(clip(folded, &clip_slope), d, out + i);
       hn::StoreU(hn::Mul(slope, hn::Mul(fold_slope, clip_slope)), d, mult + i);
-      if (!hn::AllTrue(d, fast)) {
-        for (int l = i; l < std::min(count, i + n); ++l) out[l] = coords::source_index<P>(g[l], size, kAlign, &mult[l]);
-      }
+      if (!hn::AllTrue(d, fast)) scalar_lanes(i, std::min(count, i + n));
     }
   }
 }
@@ -153,17 +154,6 @@ inline auto tap_index(D di, VF row, VF col, int64_t in_w) {
   } else {
     const hn::DFromV<VF> df;
     return hn::ConvertTo(di, hn::Add(hn::Mul(row, hn::Set(df, static_cast<T>(in_w))), col));
-  }
-}
-
-// Where the builders store one tap's indices: straight into the tile's
-// int64 row for double; for float its int32 row, widened afterwards.
-template <class T, int K>
-inline auto* tap_index_out(Tile<T, K>* t, int k) {
-  if constexpr (std::is_same_v<T, double>) {
-    return t->acc[k];
-  } else {
-    return t->acc32[k];
   }
 }
 
@@ -194,7 +184,7 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
   const auto one_i = hn::Set(di, TI(1));
   const auto width = hn::Set(di, static_cast<TI>(in_w));
   TI* out[4];
-  for (int k = 0; k < 4; ++k) out[k] = tap_index_out(t, k);
+  for (int k = 0; k < 4; ++k) out[k] = gather_indices(t, k);
   for (int i = 0; i < count; i += n) {
     const auto x = hn::LoadU(df, ix + i), y = hn::LoadU(df, iy + i);
     const auto fx = hn::Floor(x), fy = hn::Floor(y);
@@ -234,7 +224,7 @@ inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h
   const auto x_last = hn::Set(df, static_cast<T>(in_w - 1));
   const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
   const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
-  TI* out = tap_index_out(t, 0);
+  TI* out = gather_indices(t, 0);
   for (int i = 0; i < count; i += n) {
     const auto rx = hn::Round(hn::LoadU(df, ix + i)), ry = hn::Round(hn::LoadU(df, iy + i));
     const auto valid = hn::And(hn::And(rx >= zero, rx <= x_last), hn::And(ry >= zero, ry <= y_last));

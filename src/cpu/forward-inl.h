@@ -79,7 +79,7 @@ void forward_interleaved(const ForwardPlan& plan, const TensorView& input, const
   const int64_t blocks = plan.blocks, ranges = plan.ranges, range = plan.range_pixels;
   S* out = static_cast<S*>(output.data);
   const Shape4& os = output.strides;
-  const TileSource src = tile_source(p, grid, os, input.strides, false, true);
+  const TileSource src = tile_source(p, grid, os, input.strides, false, !plan.flat_taps);
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K>>();

@@ -28,12 +28,13 @@ namespace gridsampler::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-// A tap's flat indices as planar kernels read them: int32 for float on
-// dense planes (the only form the builders then make), int64 otherwise.
+// A tap's flat indices as planar kernels read them: at the gathers' width
+// on dense planes (for float the only form the builders then make), int64
+// otherwise.
 template <bool kFlat, class T, int K, int G>
 inline auto flat_indices(const Tile<T, K, G>& t, int k) {
-  if constexpr (kFlat && std::is_same_v<T, float>) {
-    return static_cast<const int32_t*>(t.acc32[k]);
+  if constexpr (kFlat) {
+    return gather_indices(&t, k);
   } else {
     return static_cast<const int64_t*>(t.acc[k]);
   }
@@ -57,12 +58,7 @@ inline void tap_values(const Tile<T, K, G>& t, int k, const S* __restrict ip, in
     const hn::ScalableTag<T> d;
     const hn::RebindToSigned<decltype(d)> di;
     using TI = hn::TFromD<decltype(di)>;
-    const TI* __restrict idx;
-    if constexpr (std::is_same_v<T, float>) {
-      idx = t.acc32[k];
-    } else {
-      idx = t.acc[k];
-    }
+    const TI* __restrict idx = gather_indices(&t, k);
     const int n = static_cast<int>(hn::Lanes(d));
     const auto outside = hn::Set(di, static_cast<TI>(plane));
     for (int i = 0; i < count; i += n) {
@@ -73,7 +69,7 @@ inline void tap_values(const Tile<T, K, G>& t, int k, const S* __restrict ip, in
       hn::StoreU(hn::IfThenElseZero(hn::RebindMask(d, valid), x), d, v + i);
     }
   } else {
-    const auto* __restrict idx = flat_indices<true>(t, k);
+    const auto* __restrict idx = gather_indices(&t, k);
     for (int i = 0; i < count; ++i) v[i] = idx[i] != plane ? load(ip[idx[i]]) : T(0);
   }
 }

@@ -44,10 +44,15 @@ int lanes_for(int64_t channels) { return channels >= kLanes / 2 ? kLanes : kNarr
 // Planar kernels read the input through flat taps (the builders' vector
 // form, and vector gathers) when its planes are dense rows and the flat
 // indices fit the gathers' index type; otherwise through strided taps.
+// Whether an input-shaped tensor's planes are dense rows (flat index
+// y * Win + x), as the flat taps and a direct dx need.
+bool dense_rows(const Problem& p, const Shape4& strides) {
+  return strides[3] == 1 && (strides[2] == p.in_w || p.in_h == 1);
+}
+
 bool flat_taps(const Problem& p) {
-  const Shape4& input_strides = p.input_strides;
   const int64_t plane = p.in_h * p.in_w;
-  const bool dense = input_strides[3] == 1 && (input_strides[2] == p.in_w || p.in_h == 1);
+  const bool dense = dense_rows(p, p.input_strides);
   const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
   return dense && plane > 0 && plane < limit - p.in_w;
 }
@@ -204,10 +209,9 @@ BackwardPlan plan_backward(const Problem& p) {
   const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + (plan.lanes > 1 ? 1 : 0);
   if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > kMaxChunkBytes) chunks = 1;
   plan.pixel_chunks = chunks;
-  const Shape4& ds = p.dx_strides;
   const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
-  plan.direct_dx = plan.lanes == 1 && p.mask.input && chunks == 1 && compute_type && ds[3] == 1 &&
-                   (ds[2] == p.in_w || p.in_h == 1);
+  plan.direct_dx =
+      plan.lanes == 1 && p.mask.input && chunks == 1 && compute_type && dense_rows(p, p.dx_strides);
   const int64_t chunk = (pixels + chunks - 1) / chunks;
   plan.chunk_pixels = std::max<int64_t>((chunk + kTile - 1) / kTile * kTile, kTile);
   plan.span = ((plane + chunks - 1) / chunks + kLanes - 1) / kLanes * kLanes;

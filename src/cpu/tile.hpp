@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/validate.hpp"
 #include "cpu/tuning.hpp"
@@ -26,6 +27,7 @@ namespace gridsampler::cpu {
 
 template <class T, int K, int G = 2>
 struct Tile {
+  using Value = T;
   int count = 0;
   bool out_dense = false;  // out_off[i] == p0 + i: the tile's outputs are consecutive
   // Taps 2j + 1 are the right-hand neighbours of taps 2j (same row, next
@@ -42,6 +44,18 @@ struct Tile {
   T dw[G][K][kTile];  // d w / d coordinate g (g = 0: x, 1: y)
   T mult[G][kTile];   // d coordinate g / d grid value g (0 where not differentiable)
 };
+
+// The flat indices of tap k at the width vector gathers take for the
+// compute type: acc32 (int32) for float, acc (int64) for double. For
+// builders (writing) and microkernels (reading, through a const tile).
+template <class TileT>
+inline auto* gather_indices(TileT* t, int k) {
+  if constexpr (std::is_same_v<typename std::remove_const_t<TileT>::Value, float>) {
+    return t->acc32[k];
+  } else {
+    return t->acc[k];
+  }
+}
 
 // What a builder reads to make the tiles of one call.
 struct TileSource {
