@@ -4,6 +4,7 @@
 
 #include "core/memory.hpp"
 #include "core/validate.hpp"
+#include "cpu/double_backward.hpp"
 #include "cpu/plan.hpp"
 #include "gridsampler/gridsampler.hpp"
 
@@ -34,6 +35,27 @@ Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView gr
             "workspace: cannot allocate " + std::to_string(plan.workspace_bytes) + " bytes"};
   }
   cpu::run_backward(plan, grad, input, grid, dx, dgrid, workspace.data());
+  return Status::Ok();
+}
+
+Status grid_sampler_2d_double_backward(TensorView gg_dx, TensorView gg_dgrid, TensorView grad,
+                                       TensorView input, TensorView grid, MutableTensorView d_grad,
+                                       MutableTensorView d_input, MutableTensorView d_grid,
+                                       const Options& options, DoubleBackwardMask mask) {
+  detail::Problem p;
+  if (Status s = detail::validate_double_backward(gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input,
+                                                  d_grid, options, mask, &p);
+      !s.ok())
+    return s;
+  const cpu::DoubleBackwardPlan plan =
+      cpu::plan_double_backward(p, mask, gg_dx.data != nullptr, gg_dgrid.data != nullptr);
+  detail::CachedBuffer workspace(plan.workspace_bytes);
+  if (plan.workspace_bytes > 0 && workspace.data() == nullptr) {
+    return {StatusCode::kInternal,
+            "workspace: cannot allocate " + std::to_string(plan.workspace_bytes) + " bytes"};
+  }
+  cpu::run_double_backward(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid,
+                           workspace.data());
   return Status::Ok();
 }
 

@@ -117,6 +117,35 @@ GRIDSAMPLER_API Status grid_sampler_2d_backward(TensorView grad, TensorView inpu
                                                 const Options& options = {},
                                                 OutputMask mask = {});
 
+// Which gradients grid_sampler_2d_double_backward computes; the same rule
+// as OutputMask for what is not wanted.
+struct DoubleBackwardMask {
+  bool grad = true;   // d_grad
+  bool input = true;  // d_input
+  bool grid = true;   // d_grid
+};
+
+// The double backward: differentiates grid_sampler_2d_backward itself. With
+// (dx, dgrid) = grid_sampler_2d_backward(grad, input, grid) and incoming
+// gradients gg_dx (shape of input) and gg_dgrid (shape of grid), computes the
+// gradients of <gg_dx, dx> + <gg_dgrid, dgrid> with respect to grad (d_grad,
+// shape of grad), input (d_input, shape of input) and grid (d_grid, shape of
+// grid): what autograd needs to take a gradient of a gradient.
+//   * gg_dx or gg_dgrid may be absent: a view with null data counts as zeros
+//     (its shape is then not checked).
+//   * nearest: d_grad is the nearest sample of gg_dx; d_input and d_grid are
+//     zero (the weights are piecewise constant).
+//   * The coordinate policy of the first order holds: where dgrid has a zero
+//     factor (clipped at a border, non-finite coordinate), d_input and d_grid
+//     get none of that component's terms either.
+// Outputs are overwritten. Same precision rules and thread-count
+// independence as the other calls.
+GRIDSAMPLER_API Status grid_sampler_2d_double_backward(TensorView gg_dx, TensorView gg_dgrid, TensorView grad,
+                                                       TensorView input, TensorView grid,
+                                                       MutableTensorView d_grad, MutableTensorView d_input,
+                                                       MutableTensorView d_grid, const Options& options = {},
+                                                       DoubleBackwardMask mask = {});
+
 // Memory kept between calls. A thread that calls the library keeps one
 // buffer (the backward's workspace, the forward's channel-minor copies) for
 // its next call, so that calls do not page-fault fresh memory: at most

@@ -188,4 +188,18 @@ inline void cubic_weight_grads(T t, T g[4]) {
   g[3] = (3 * a * x - 10 * a) * x + 8 * a;
 }
 
+// Second derivatives of cubic_weights with respect to t (no sign flip: two
+// flips cancel). The Keys kernel is only C1, so these jump at the knots; at
+// t = 0 they are the right-hand limits, as t = ix - floor(ix) picks them.
+template <class T>
+inline void cubic_weight_curvatures(T t, T h[4]) {
+  const T a = T(-0.75);
+  auto near = [a](T x) { return 6 * (a + 2) * x - 2 * (a + 3); };  // |x| <= 1
+  auto far = [a](T x) { return 6 * a * x - 10 * a; };              // 1 < |x| < 2
+  h[0] = far(t + 1);
+  h[1] = near(t);
+  h[2] = near(1 - t);
+  h[3] = far(2 - t);
+}
+
 }  // namespace gridsampler::coords

@@ -213,6 +213,33 @@ Status check_output(const char* name, const MutableTensorView& t, const Shape4& 
   return Status::Ok();
 }
 
+// Another input tensor of the call: its own rules, the input's dtype and the
+// expected shape.
+Status check_input_like(const char* name, const TensorView& t, const Shape4& expected,
+                        const std::string& expected_from, DType dtype, const char* input_name,
+                        std::vector<Checked>* seen) {
+  Checked c{name, t.data, {}, 0};
+  if (Status s = check_tensor(name, t.dtype, t.shape, t.strides, t.data, &c.span, &c.numel); !s.ok())
+    return s;
+  if (t.dtype != dtype) {
+    return invalid(std::string(name) + ": dtype " + std::string(to_string(t.dtype)) + " differs from " +
+                   input_name + "'s " + std::string(to_string(dtype)));
+  }
+  if (t.shape != expected) {
+    return invalid(std::string(name) + ": shape " + shape_str(t.shape) + " must be " + shape_str(expected) +
+                   ", " + expected_from);
+  }
+  seen->push_back(c);
+  return Status::Ok();
+}
+
+Status check_grad(const TensorView& grad, const TensorNames& names, Problem* p, std::vector<Checked>* seen) {
+  const Shape4 grad_shape{p->n, p->c, p->out_h, p->out_w};
+  return check_input_like(names.grad, grad, grad_shape,
+                          std::string("(N, C) of ") + names.input + " and (Hout, Wout) of " + names.grid,
+                          p->dtype, names.input, seen);
+}
+
 }  // namespace
 
 bool stride_reach(const Shape4& shape, const Shape4& strides, int64_t origin, int64_t* lo, int64_t* hi) {
@@ -245,6 +272,7 @@ Status validate_forward(const TensorView& input, const TensorView& grid,
   return Status::Ok();
 }
 
+
 Status validate_backward(const TensorView& grad, const TensorView& input, const TensorView& grid,
                          const MutableTensorView& dx, const MutableTensorView& dgrid,
                          const Options& options, OutputMask mask, Problem* p,
@@ -252,23 +280,7 @@ Status validate_backward(const TensorView& grad, const TensorView& input, const 
   if (Status s = check_options(options); !s.ok()) return s;
   std::vector<Checked> seen;
   if (Status s = check_input_grid(input, grid, names, p, &seen); !s.ok()) return s;
-  const std::string grad_name = names.grad;
-  Checked g{names.grad, grad.data, {}, 0};
-  if (Status s = check_tensor(names.grad, grad.dtype, grad.shape, grad.strides, grad.data, &g.span,
-                              &g.numel);
-      !s.ok())
-    return s;
-  if (grad.dtype != input.dtype) {
-    return invalid(grad_name + ": dtype " + std::string(to_string(grad.dtype)) + " differs from " +
-                   names.input + "'s " + std::string(to_string(input.dtype)));
-  }
-  const Shape4 grad_shape{p->n, p->c, p->out_h, p->out_w};
-  if (grad.shape != grad_shape) {
-    return invalid(grad_name + ": shape " + shape_str(grad.shape) + " must be " +
-                   shape_str(grad_shape) + ", (N, C) of " + names.input + " and (Hout, Wout) of " +
-                   names.grid);
-  }
-  seen.push_back(g);
+  if (Status s = check_grad(grad, names, p, &seen); !s.ok()) return s;
   if (mask.input) {
     if (Status s = check_output(names.dx, dx, input.shape, std::string("the shape of ") + names.input,
                                 p->dtype, names.input, &seen);
@@ -284,6 +296,48 @@ Status validate_backward(const TensorView& grad, const TensorView& input, const 
   p->options = options;
   p->mask = mask;
   p->dx_strides = dx.strides;
+  return Status::Ok();
+}
+
+Status validate_double_backward(const TensorView& gg_dx, const TensorView& gg_dgrid,
+                                const TensorView& grad, const TensorView& input, const TensorView& grid,
+                                const MutableTensorView& d_grad, const MutableTensorView& d_input,
+                                const MutableTensorView& d_grid, const Options& options,
+                                DoubleBackwardMask mask, Problem* p) {
+  if (Status s = check_options(options); !s.ok()) return s;
+  const TensorNames names;
+  std::vector<Checked> seen;
+  if (Status s = check_input_grid(input, grid, names, p, &seen); !s.ok()) return s;
+  if (Status s = check_grad(grad, names, p, &seen); !s.ok()) return s;
+  if (gg_dx.data != nullptr) {
+    if (Status s = check_input_like("gg_dx", gg_dx, input.shape, "the shape of input", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  if (gg_dgrid.data != nullptr) {
+    if (Status s = check_input_like("gg_dgrid", gg_dgrid, grid.shape, "the shape of grid", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  const Shape4 grad_shape{p->n, p->c, p->out_h, p->out_w};
+  if (mask.grad) {
+    if (Status s = check_output("d_grad", d_grad, grad_shape, "the shape of grad", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  if (mask.input) {
+    if (Status s = check_output("d_input", d_input, input.shape, "the shape of input", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  if (mask.grid) {
+    if (Status s = check_output("d_grid", d_grid, grid.shape, "the shape of grid", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  p->options = options;
+  p->mask = {mask.input, mask.grid};
+  p->dx_strides = d_input.strides;
   return Status::Ok();
 }
 

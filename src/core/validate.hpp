@@ -46,4 +46,13 @@ Status validate_backward(const TensorView& grad, const TensorView& input, const 
                          const Options& options, OutputMask mask, Problem* problem,
                          const TensorNames& names = {});
 
+// gg_dx and gg_dgrid are absent when their data is null (their shapes are
+// then not checked); the outputs are checked as `mask` asks. Sets
+// problem->dx_strides to d_input's strides.
+Status validate_double_backward(const TensorView& gg_dx, const TensorView& gg_dgrid,
+                                const TensorView& grad, const TensorView& input, const TensorView& grid,
+                                const MutableTensorView& d_grad, const MutableTensorView& d_input,
+                                const MutableTensorView& d_grid, const Options& options,
+                                DoubleBackwardMask mask, Problem* problem);
+
 }  // namespace gridsampler::detail

@@ -15,4 +15,9 @@ Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView gr
                                 MutableTensorView dx, MutableTensorView dgrid,
                                 const Options& options = {}, OutputMask mask = {});
 
+Status grid_sampler_2d_double_backward(TensorView gg_dx, TensorView gg_dgrid, TensorView grad,
+                                       TensorView input, TensorView grid, MutableTensorView d_grad,
+                                       MutableTensorView d_input, MutableTensorView d_grid,
+                                       const Options& options = {}, DoubleBackwardMask mask = {});
+
 }  // namespace gridsampler::reference

@@ -1,0 +1,338 @@
+// The double backward's planner and driver (see double_backward.hpp).
+//
+// Scalar code over output pixels, with the channel loop inside: the stencil
+// (taps, weights, their first and second derivatives) is built once per
+// pixel and serves every channel of the task. The weights of a pixel's taps
+// differ per pixel, so there is no dense inner loop for SIMD to take without
+// gathers and scatters; the first-order kernels' vector machinery answers a
+// different question (many channels sharing one weight set per tap), which
+// the channel loop here already exploits.
+#include "cpu/double_backward.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/coords.hpp"
+#include "core/dtype.hpp"
+#include "cpu/stencil.hpp"
+
+namespace gridsampler::cpu {
+namespace {
+
+using detail::Problem;
+
+// Splits (fixed, shape-only): at least kMinTasks tasks where the problem is
+// big enough, pixel chunks of at least kMinChunkPixels, and pixel-chunk
+// accumulators of at most kMaxPartialBytes.
+constexpr int64_t kMinTasks = 16;
+constexpr int64_t kMinChunkPixels = 2048;
+constexpr uint64_t kMaxPartialBytes = uint64_t{64} << 20;
+constexpr uint64_t kSaturated = UINT64_MAX;
+
+uint64_t mul(uint64_t a, uint64_t b) {
+  uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? kSaturated : r;
+}
+uint64_t align_up(uint64_t v) { return v >= kSaturated - 63 ? kSaturated : (v + 63) / 64 * 64; }
+
+// Second derivatives of a stencil's weights with respect to (ix, iy), in the
+// stencil's tap order.
+template <class T, int K>
+struct Curvature {
+  T xx[K], xy[K], yy[K];
+};
+
+template <Interpolation M, Padding P, bool kAlign, class T>
+void build_curvature(T gx, T gy, int64_t height, int64_t width, Curvature<T, kTaps<M>>* h) {
+  if constexpr (M == Interpolation::kBilinear) {
+    // Bilinear in (ix, iy): only the mixed derivative, +-1 (tap order of
+    // bilinear_taps: (y0, x0), (y0, x0 + 1), (y0 + 1, x0), (y0 + 1, x0 + 1)).
+    constexpr T kMixed[4] = {1, -1, -1, 1};
+    for (int k = 0; k < 4; ++k) {
+      h->xx[k] = 0;
+      h->xy[k] = kMixed[k];
+      h->yy[k] = 0;
+    }
+  } else if constexpr (M == Interpolation::kBicubic) {
+    T mx = 0, my = 0;
+    const T ix = coords::bicubic_source<P>(gx, width, kAlign, &mx);
+    const T iy = coords::bicubic_source<P>(gy, height, kAlign, &my);
+    const T tx = ix - std::floor(ix), ty = iy - std::floor(iy);
+    T cx[4], cy[4], gcx[4], gcy[4], hcx[4], hcy[4];
+    coords::cubic_weights(tx, cx);
+    coords::cubic_weights(ty, cy);
+    coords::cubic_weight_grads(tx, gcx);  // minus the first derivatives
+    coords::cubic_weight_grads(ty, gcy);
+    coords::cubic_weight_curvatures(tx, hcx);
+    coords::cubic_weight_curvatures(ty, hcy);
+    for (int j = 0; j < 4; ++j) {
+      for (int i = 0; i < 4; ++i) {
+        h->xx[j * 4 + i] = hcx[i] * cy[j];
+        h->xy[j * 4 + i] = gcx[i] * gcy[j];
+        h->yy[j * 4 + i] = cx[i] * hcy[j];
+      }
+    }
+  } else {
+    (void)gx, (void)gy, (void)height, (void)width, (void)h;
+  }
+}
+
+template <class S>
+const S* at(const TensorView& t, int64_t a, int64_t b, int64_t c, int64_t d) {
+  const Shape4& s = t.strides;
+  return static_cast<const S*>(t.data) + a * s[0] + b * s[1] + c * s[2] + d * s[3];
+}
+template <class S>
+S* at(const MutableTensorView& t, int64_t a, int64_t b, int64_t c, int64_t d) {
+  const Shape4& s = t.strides;
+  return static_cast<S*>(t.data) + a * s[0] + b * s[1] + c * s[2] + d * s[3];
+}
+
+template <class S, Interpolation M, Padding P, bool kAlign>
+void run(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
+         const TensorView& grad, const TensorView& input, const TensorView& grid,
+         const MutableTensorView& d_grad, const MutableTensorView& d_input, const MutableTensorView& d_grid,
+         unsigned char* ws) {
+  using T = compute_t<S>;
+  constexpr int K = kTaps<M>;
+  // nearest's weights are piecewise constant: d_input and d_grid get no
+  // terms (they are zero, not 0 * grad).
+  constexpr bool kSmooth = M != Interpolation::kNearest;
+  const Problem& p = plan.problem;
+  const DoubleBackwardMask mask = plan.mask;
+  const bool use_e = plan.has_gg_dx;                   // gg_dx's terms
+  const bool use_v = plan.has_gg_dgrid && kSmooth;    // gg_dgrid's terms
+  const bool scatter = mask.input && use_v;
+  const int64_t pixels = p.out_h * p.out_w, plane = p.in_h * p.in_w;
+  const int64_t blocks = plan.channel_blocks, cb = plan.channel_block;
+  const int64_t chunks = plan.pixel_chunks, chunk = plan.chunk_pixels;
+  T* partials = reinterpret_cast<T*>(ws + plan.input_partials);
+  T* grid_partials = reinterpret_cast<T*>(ws + plan.grid_partials);
+  const Shape4& is = input.strides;
+  const Shape4& es = gg_dx.strides;
+  const Shape4& as = plan.direct_input ? d_input.strides : Shape4{0, 0, p.in_w, 1};
+
+#pragma omp parallel num_threads(plan.threads)
+  {
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
+      const int64_t n = task / (blocks * chunks);
+      const int64_t block = (task / chunks) % blocks;
+      const int64_t part = task % chunks;
+      const int64_t c0 = block * cb, c1 = std::min(p.c, c0 + cb);
+      const int64_t q0 = part * chunk, q1 = std::min(pixels, q0 + chunk);
+      // This task's accumulator plane of channel c.
+      auto acc_plane = [&](int64_t c) -> T* {
+        if (plan.direct_input) return reinterpret_cast<T*>(at<S>(d_input, n, c, 0, 0));
+        return partials + ((n * p.c + c) * chunks + part) * plane;
+      };
+      if (mask.input) {
+        for (int64_t c = c0; c < c1; ++c) {
+          T* a = acc_plane(c);
+          for (int64_t y = 0; y < p.in_h; ++y) {
+            for (int64_t x = 0; x < p.in_w; ++x) a[y * as[2] + x * as[3]] = T(0);
+          }
+        }
+      }
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t h = q / p.out_w, w = q % p.out_w;
+        const S* g2 = at<S>(grid, n, h, w, 0);
+        const T gx = load(g2[0]), gy = load(g2[grid.strides[3]]);
+        Stencil<T, K> st;
+        build_stencil<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &st);
+        Curvature<T, K> cv;
+        build_curvature<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &cv);
+        T px = 0, py = 0;  // gg_dgrid in pixel units
+        if (use_v) {
+          const S* gg = at<S>(gg_dgrid, n, h, w, 0);
+          px = load(gg[0]) * st.mult_x;
+          py = load(gg[gg_dgrid.strides[3]]) * st.mult_y;
+        }
+        // Per tap: v (d_grad's and d_input's weight), the curvature terms of
+        // d_grid, and where it lives in input, gg_dx and the accumulators.
+        T v[K], sx[K], sy[K];
+        int64_t in_off[K] = {}, e_off[K] = {}, a_off[K] = {};
+        int valid[K] = {};
+        int taps = 0;
+        for (int k = 0; k < K; ++k) {
+          if (!st.valid[k]) continue;
+          valid[taps] = k;
+          in_off[taps] = st.y[k] * is[2] + st.x[k] * is[3];
+          e_off[taps] = st.y[k] * es[2] + st.x[k] * es[3];
+          a_off[taps] = st.y[k] * as[2] + st.x[k] * as[3];
+          v[taps] = px * st.dw_dx[k] + py * st.dw_dy[k];
+          sx[taps] = px * cv.xx[k] + py * cv.xy[k];
+          sy[taps] = px * cv.xy[k] + py * cv.yy[k];
+          ++taps;
+        }
+        T tx = 0, ty = 0;
+        for (int64_t c = c0; c < c1; ++c) {
+          const T g = load(*at<S>(grad, n, c, h, w));
+          const S* xin = at<S>(input, n, c, 0, 0);
+          const S* e = use_e ? at<S>(gg_dx, n, c, 0, 0) : nullptr;
+          T* acc = scatter ? acc_plane(c) : nullptr;
+          T dg = 0, ex = 0, ey = 0, vx = 0, vy = 0;
+          for (int t = 0; t < taps; ++t) {
+            const int k = valid[t];
+            if (use_e) {
+              const T ev = load(e[e_off[t]]);
+              dg += st.w[k] * ev;
+              if constexpr (kSmooth) {
+                ex += ev * st.dw_dx[k];
+                ey += ev * st.dw_dy[k];
+              }
+            }
+            if (use_v) {
+              const T xv = load(xin[in_off[t]]);
+              dg += v[t] * xv;
+              vx += xv * sx[t];
+              vy += xv * sy[t];
+              if (scatter) acc[a_off[t]] += v[t] * g;
+            }
+          }
+          if (mask.grad) *at<S>(d_grad, n, c, h, w) = store<S>(dg);
+          if constexpr (kSmooth) {
+            tx += g * (ex + vx);
+            ty += g * (ey + vy);
+          }
+        }
+        if (mask.grid) {
+          if (blocks == 1) {
+            S* d = at<S>(d_grid, n, h, w, 0);
+            d[0] = store<S>(st.mult_x * tx);
+            d[d_grid.strides[3]] = store<S>(st.mult_y * ty);
+          } else {
+            T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
+            d[0] = st.mult_x * tx;
+            d[1] = st.mult_y * ty;
+          }
+        }
+      }
+    }
+
+    // Fixed-order sums of what spans tasks (the barrier of the loop above
+    // has made every partial visible).
+    if (mask.input && !plan.direct_input) {
+#pragma omp for schedule(static)
+      for (int64_t nc = 0; nc < p.n * p.c; ++nc) {
+        const int64_t n = nc / p.c, c = nc % p.c;
+        const T* first = partials + nc * chunks * plane;
+        for (int64_t y = 0; y < p.in_h; ++y) {
+          S* row = at<S>(d_input, n, c, y, 0);
+          for (int64_t x = 0; x < p.in_w; ++x) {
+            T sum = scatter ? first[y * p.in_w + x] : T(0);
+            for (int64_t part = 1; scatter && part < chunks; ++part) sum += first[part * plane + y * p.in_w + x];
+            row[x * d_input.strides[3]] = store<S>(sum);
+          }
+        }
+      }
+    }
+    if (mask.grid && blocks > 1) {
+#pragma omp for schedule(static)
+      for (int64_t nq = 0; nq < p.n * pixels; ++nq) {
+        const int64_t n = nq / pixels, q = nq % pixels;
+        T sx = 0, sy = 0;
+        for (int64_t block = 0; block < blocks; ++block) {
+          const T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
+          sx += d[0];
+          sy += d[1];
+        }
+        S* d = at<S>(d_grid, n, q / p.out_w, q % p.out_w, 0);
+        d[0] = store<S>(sx);
+        d[d_grid.strides[3]] = store<S>(sy);
+      }
+    }
+  }
+}
+
+using RunFn = void (*)(const DoubleBackwardPlan&, const TensorView&, const TensorView&, const TensorView&,
+                       const TensorView&, const TensorView&, const MutableTensorView&, const MutableTensorView&,
+                       const MutableTensorView&, unsigned char*);
+
+template <class S, Interpolation M, Padding P>
+RunFn pick_align(bool align) {
+  return align ? &run<S, M, P, true> : &run<S, M, P, false>;
+}
+template <class S, Interpolation M>
+RunFn pick_padding(const Options& o) {
+  switch (o.padding) {
+    case Padding::kZeros: return pick_align<S, M, Padding::kZeros>(o.align_corners);
+    case Padding::kBorder: return pick_align<S, M, Padding::kBorder>(o.align_corners);
+    case Padding::kReflection: break;
+  }
+  return pick_align<S, M, Padding::kReflection>(o.align_corners);
+}
+template <class S>
+RunFn pick_mode(const Options& o) {
+  switch (o.interpolation) {
+    case Interpolation::kBilinear: return pick_padding<S, Interpolation::kBilinear>(o);
+    case Interpolation::kNearest: return pick_padding<S, Interpolation::kNearest>(o);
+    case Interpolation::kBicubic: break;
+  }
+  return pick_padding<S, Interpolation::kBicubic>(o);
+}
+
+}  // namespace
+
+DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mask, bool has_gg_dx,
+                                        bool has_gg_dgrid) {
+  DoubleBackwardPlan plan;
+  plan.problem = p;
+  plan.mask = mask;
+  plan.has_gg_dx = has_gg_dx;
+  plan.has_gg_dgrid = has_gg_dgrid;
+  plan.threads = p.options.num_threads > 0 ? p.options.num_threads : omp_get_max_threads();
+  const int64_t pixels = p.out_h * p.out_w;
+  const uint64_t elem = p.dtype == DType::kFloat64 ? sizeof(double) : sizeof(float);
+  const uint64_t planes_bytes = mul(mul(mul(static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.c)),
+                                        static_cast<uint64_t>(p.in_h * p.in_w)),
+                                    elem);
+  // Pixel chunks first (no stencil is built twice), as many as the
+  // accumulators they need allow; then channel blocks.
+  int64_t chunks = 1;
+  if (p.n > 0 && p.n < kMinTasks && pixels >= 2 * kMinChunkPixels) {
+    chunks = std::min((kMinTasks + p.n - 1) / p.n, pixels / kMinChunkPixels);
+    if (mask.input && has_gg_dgrid) {
+      const uint64_t fit = planes_bytes == 0 ? 1 : kMaxPartialBytes / planes_bytes;
+      chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, static_cast<int64_t>(std::min<uint64_t>(fit, 1 << 20))));
+    }
+  }
+  plan.pixel_chunks = chunks;
+  plan.chunk_pixels = (pixels + chunks - 1) / chunks;
+  int64_t blocks = 1;
+  if (p.n > 0 && p.n * chunks < kMinTasks && p.c > 1 && pixels > 0) {
+    blocks = std::min(p.c, (kMinTasks + p.n * chunks - 1) / (p.n * chunks));
+  }
+  plan.channel_block = std::max<int64_t>(1, (p.c + blocks - 1) / blocks);
+  plan.channel_blocks = std::max<int64_t>(1, (p.c + plan.channel_block - 1) / plan.channel_block);
+  const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
+  plan.direct_input = compute_type && chunks == 1;
+  uint64_t bytes = 64;  // slack to align the start
+  if (mask.input && !plan.direct_input) {
+    plan.input_partials = 0;
+    bytes = align_up(bytes + mul(planes_bytes, static_cast<uint64_t>(chunks)));
+  }
+  if (mask.grid && plan.channel_blocks > 1) {
+    plan.grid_partials = bytes - 64;
+    bytes = align_up(bytes + mul(mul(mul(static_cast<uint64_t>(p.n), plan.channel_blocks),
+                                     static_cast<uint64_t>(pixels)),
+                                 2 * elem));
+  }
+  plan.workspace_bytes = bytes == 64 ? 0 : (bytes >= kSaturated ? SIZE_MAX : static_cast<std::size_t>(bytes));
+  return plan;
+}
+
+void run_double_backward(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
+                         const TensorView& grad, const TensorView& input, const TensorView& grid,
+                         const MutableTensorView& d_grad, const MutableTensorView& d_input,
+                         const MutableTensorView& d_grid, void* workspace) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(workspace);
+  auto* aligned = workspace == nullptr ? nullptr : reinterpret_cast<unsigned char*>((addr + 63) / 64 * 64);
+  const RunFn fn = visit_dtype(plan.problem.dtype, [&](auto tag) { return pick_mode<decltype(tag)>(plan.problem.options); });
+  fn(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, aligned);
+}
+
+}  // namespace gridsampler::cpu
