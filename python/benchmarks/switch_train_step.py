@@ -10,7 +10,8 @@ input and, through the grid, the predicting net), SGD update.
 Off and on run interleaved (off-on, on-off, ...) from the same weights on the
 same data; the script checks that the first step's loss and gradients agree,
 that every grid_sample of the "on" steps went through the switch, and prints
-median step times and their ratio, and the time a step spends in the two
+median step times, the median of the rounds' on/off ratios (each round runs
+both back to back), and the time a step spends in the two
 grid_sample operators (profiled separately, "gs off" / "gs on").
 
     python python/benchmarks/switch_train_step.py [--steps 15 --batch 8 --size 96]
@@ -202,8 +203,11 @@ def main():
                 if i >= args.warmup:
                     times[on].append(t)
         off, on = statistics.median(times[False]), statistics.median(times[True])
+        # Each round's on/off pair ran back to back: the median of their
+        # ratios is less at the mercy of the load drifting between rounds.
+        paired = statistics.median(a / b for a, b in zip(times[True], times[False]))
         sampler = {on: sampler_ms(lambda: step(on)) for on in (False, True)}
-        print(f"{name:26s} {off * 1e3:9.1f} {on * 1e3:9.1f} {on / off:7.2f} "
+        print(f"{name:26s} {off * 1e3:9.1f} {on * 1e3:9.1f} {paired:7.2f} "
               f"{sampler[False]:9.1f} {sampler[True]:9.1f}   loss {loss_off:.7g} vs "
               f"{loss_on:.7g}, gradients within {rel:.1e} (relative)", flush=True)
 

@@ -41,7 +41,7 @@ from . import MODES, PADDING_MODES
 from . import _gridsampler as _C
 
 # The environment variable that turns the switch on at `import torch`
-# (through the `torch.backends` entry point, gridsampler._autoload).
+# (through the `torch.backends` entry point, _gridsampler_torch_autoload).
 ENV_VAR = "GRIDSAMPLER_TORCH"
 
 # The dtypes both PyTorch's CPU kernel and gridsampler compute.

@@ -417,3 +417,25 @@ def test_environment_variable(torch, gt, tmp_path, env):
                                    "handed_on": 0}
         # ... and those are not PyTorch's bits (else this test could not tell).
         assert not all(torch.equal(r[n], p) for n, p in zip(("out", "dx", "dg"), pytorch))
+
+
+def test_broken_gridsampler_leaves_torch_importable(torch, tmp_path):
+    """torch fails its own import when an entry point raises: with
+    GRIDSAMPLER_TORCH=1 and a gridsampler that does not import (a stand-in
+    package shadows the installed one here), `import torch` still works, with
+    a warning, and PyTorch's kernel runs."""
+    fake = tmp_path / "gridsampler"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('a broken gridsampler install')\n")
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    env["GRIDSAMPLER_TORCH"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH")) if p)
+    child = ("import torch, torch.nn.functional as F\n"
+             "print(F.grid_sample(torch.ones(1, 1, 2, 2), torch.zeros(1, 1, 1, 2),"
+             " align_corners=True).item())\n")
+    proc = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "1.0"
+    assert "a broken gridsampler install" in proc.stderr
+    assert "PyTorch's run instead" in proc.stderr

@@ -1,4 +1,4 @@
-"""Turns the switch on at ``import torch`` when ``GRIDSAMPLER_TORCH=1``.
+"""Turns gridsampler's PyTorch switch on at ``import torch`` when ``GRIDSAMPLER_TORCH=1``.
 
 torch calls every entry point of the group ``torch.backends`` near the end of
 ``import torch`` (``torch._import_device_backends``; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``
@@ -7,11 +7,12 @@ as one, so a program gets gridsampler's kernels without importing
 gridsampler, in every process that imports torch: subprocesses, DataLoader
 workers and ``torch.distributed`` ranks inherit the variable.
 
-Without the variable this costs one environment lookup (and the import of
-this package, numpy and the extension, which torch's entry point machinery
-imports before calling). torch turns any exception from an entry point into
-a failed ``import torch``; a broken gridsampler must not take torch down with
-it, so failures are a warning and PyTorch's kernels stay in place.
+torch turns any exception from loading or calling an entry point into a
+failed ``import torch``. So this is a top-level module of its own, not part of
+the gridsampler package: loading it imports nothing, and a broken gridsampler
+(an extension that does not load, say) cannot take torch down with it.
+Without the variable ``autoload`` only reads the environment; with it, every
+failure is a warning and PyTorch's kernels stay in place.
 """
 
 import os
@@ -22,7 +23,7 @@ def autoload() -> None:
     if os.environ.get("GRIDSAMPLER_TORCH", "").strip() in ("", "0"):
         return
     try:
-        from ._switch import enable, env_requests_switch
+        from gridsampler._switch import enable, env_requests_switch
 
         if env_requests_switch():
             enable()
