@@ -174,8 +174,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     of (x, y) in [-1, 1], both float16, bfloat16, float32 or float64 of one
     dtype, any strides: gridsampler, returning (N, C, Hout, Wout) in the
     input's dtype. Anything else (another device, 5-D input, arguments
-    PyTorch rejects) is ``F.grid_sample``'s, with its result or exception. ``align_corners=None``
-    means False, with the same warning as PyTorch's.
+    PyTorch rejects) is ``F.grid_sample``'s, with its result or exception.
+    ``align_corners=None`` means False, with the same warning as PyTorch's.
     """
     if mode not in MODES or padding_mode not in PADDING_MODES:
         return F.grid_sample(input, grid, mode, padding_mode, align_corners)

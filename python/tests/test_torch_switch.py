@@ -228,7 +228,8 @@ HANDED_ON = {
     "dtype_mix": lambda t: t.nn.functional.grid_sample(
         t.zeros(2, 3, 5, 7), t.zeros(2, 4, 6, 2, dtype=t.float64), align_corners=False),
     "int_dtype": lambda t: t.nn.functional.grid_sample(
-        t.zeros(2, 3, 5, 7, dtype=t.int64), t.zeros(2, 4, 6, 2, dtype=t.int64), align_corners=False),
+        t.zeros(2, 3, 5, 7, dtype=t.int64), t.zeros(2, 4, 6, 2, dtype=t.int64),
+        align_corners=False),
     "empty_hw": lambda t: t.nn.functional.grid_sample(
         t.zeros(2, 3, 0, 7), t.zeros(2, 4, 6, 2), align_corners=False),
     "grid_last_dim": lambda t: t.ops.aten.grid_sampler_2d(
@@ -240,6 +241,11 @@ HANDED_ON = {
     "grad_dtype": lambda t: t.ops.aten.grid_sampler_2d_backward(
         t.zeros(2, 3, 4, 6, dtype=t.float64), t.zeros(2, 3, 5, 7), t.zeros(2, 4, 6, 2), 0, 0,
         False, [True, True]),
+    # float32 data one byte into a buffer: PyTorch computes, the library
+    # refuses misaligned data, so the switch hands it on.
+    "misaligned": lambda t: t.nn.functional.grid_sample(
+        t.frombuffer(bytearray(4 * 70 + 1), dtype=t.float32, count=70, offset=1).view(1, 2, 5, 7),
+        t.full((1, 2, 3, 2), 0.3), align_corners=False),
     # An integer code outside PyTorch's three: PyTorch's kernel returns a
     # tensor without computing its values (uninitialized memory); so must the
     # switch, by handing it on. Compared by shape only.
