@@ -94,6 +94,26 @@ else
   log "torch installed in $((SECONDS - start)) s ($(du -sh "$VENV" | cut -f1) in $VENV)"
 fi
 
+# Real clients of grid_sample, which python/tests/test_clients.py runs with the
+# switch on and off. Pinned, and --no-deps: their other requirements are numpy
+# and torch (kornia also kornia_rs, listed), all here already; with deps pip
+# would pull torch's CUDA wheels (GBs) into this lean venv.
+clients=(kornia==0.9.0 kornia_rs==0.2.0 monai==1.6.1)
+if ! "$py" - "${clients[@]}" <<'EOF' 2>/dev/null
+import sys
+from importlib.metadata import version
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    assert version(name) == want, (name, version(name), want)
+import kornia, monai
+EOF
+then
+  start=$SECONDS
+  log "installing ${clients[*]} (--no-deps)"
+  pip install -q --no-deps "${clients[@]}"
+  log "clients installed in $((SECONDS - start)) s"
+fi
+
 # The package, as a user installs it (isolated build, PyPI build requirements),
 # after the C++ build's own Debian packages (Highway, OpenMP, ...).
 bash scripts/install-deps.sh

@@ -17,6 +17,18 @@ computation is registered as two ``torch.library`` custom operators with fake
 The backward operator returns an empty tensor (shape (0,)) for an output its
 ``output_mask`` leaves out. The operators use ``torch.get_num_threads()``
 threads (results do not depend on the count). Needs torch >= 2.4.
+
+``grid_sample`` hands every call the operators do not take to
+``F.grid_sample`` itself: tensors on another device (CUDA, MPS, meta), 5-D
+(volumetric) input, and every call PyTorch rejects, which so raises PyTorch's own exception and
+message. Under ``torch.autocast("cpu")`` it casts as PyTorch's autocast casts
+``grid_sample`` (to float32; float64 stays), so results have F.grid_sample's
+dtype.
+
+The switch, for code that calls ``F.grid_sample`` and cannot be edited:
+``enable()``, ``disable()``, ``is_enabled()``, ``switch()`` (a context manager)
+and ``switch_stats()``, in gridsampler._switch; ``GRIDSAMPLER_TORCH=1`` turns it
+on at ``import torch``.
 """
 
 from __future__ import annotations
@@ -25,14 +37,18 @@ import warnings
 from typing import Optional, Sequence, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from . import _check_options
+from . import MODES, PADDING_MODES, _check_options
 from . import _gridsampler as _C
+from . import _switch
 # The library's memory kept between calls (the same for NumPy and torch calls).
 from . import cached_memory_bytes, release_cached_memory
+from ._switch import disable, enable, is_enabled, switch, switch_stats
 
-__all__ = ["grid_sample", "release_cached_memory", "cached_memory_bytes"]
+__all__ = ["grid_sample", "release_cached_memory", "cached_memory_bytes", "enable", "disable",
+           "is_enabled", "switch", "switch_stats"]
 
 if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "register_fake"):
     raise ImportError(
@@ -56,12 +72,21 @@ def _out_shape(input: Tensor, grid: Tensor) -> Tuple[int, int, int, int]:
     return (input.shape[0], input.shape[1], grid.shape[1], grid.shape[2])
 
 
+def _readable(t: Tensor) -> Tensor:
+    """`t` as the extension can read it: detached (DLPack refuses a tensor that
+    requires grad), and copied if its data is off its element alignment, which
+    the library refuses and PyTorch allows (``grid_sample`` takes such tensors,
+    so the drop-in must too)."""
+    t = t.detach()
+    return t if _switch.aligned(t) else t.clone()
+
+
 @torch.library.custom_op("gridsampler::grid_sampler_2d", mutates_args=(), device_types="cpu")
 def grid_sampler_2d(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
                     align_corners: bool) -> Tensor:
     _check_tensors(input, grid)
     out = torch.empty(_out_shape(input, grid), dtype=input.dtype, device=input.device)
-    _C.forward(input.detach(), grid.detach(), out, mode, padding_mode, align_corners,
+    _C.forward(_readable(input), _readable(grid), out, mode, padding_mode, align_corners,
                num_threads=torch.get_num_threads())
     return out
 
@@ -84,7 +109,7 @@ def grid_sampler_2d_backward(grad: Tensor, input: Tensor, grid: Tensor, mode: st
     dx = torch.empty(input.shape if want_dx else (0,), dtype=input.dtype, device=input.device)
     dgrid = torch.empty(grid.shape if want_dgrid else (0,), dtype=input.dtype,
                         device=input.device)
-    _C.backward(grad.detach(), input.detach(), grid.detach(), dx if want_dx else None,
+    _C.backward(_readable(grad), _readable(input), _readable(grid), dx if want_dx else None,
                 dgrid if want_dgrid else None, mode, padding_mode, align_corners,
                 num_threads=torch.get_num_threads())
     return dx, dgrid
@@ -120,22 +145,51 @@ def _backward(ctx, grad: Tensor):
 grid_sampler_2d.register_autograd(_backward, setup_context=_setup_context)
 
 
+def _autocast_enabled() -> bool:
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch before the device argument
+        return torch.is_autocast_cpu_enabled()
+
+
+def _autocast(t: Tensor) -> Tensor:
+    """What ``torch.autocast("cpu")`` makes of a ``grid_sample`` argument: PyTorch
+    lists ``grid_sampler`` among the float32 operators, whose floating CPU
+    arguments other than float64 are cast to float32."""
+    if (isinstance(t, Tensor) and t.is_floating_point() and t.device.type == "cpu"
+            and t.dtype != torch.float64):
+        return t.to(torch.float32)
+    return t
+
+
+# For direct calls of the operator (grid_sample casts before it gets there).
+grid_sampler_2d.register_autocast("cpu", torch.float32)
+
+
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: Optional[bool] = None) -> Tensor:
-    """Drop-in for ``torch.nn.functional.grid_sample`` on 4-D CPU tensors.
+    """Drop-in for ``torch.nn.functional.grid_sample``.
 
-    ``input`` (N, C, Hin, Win), ``grid`` (N, Hout, Wout, 2) of (x, y) in [-1, 1],
-    both float16, bfloat16, float32 or float64 of one dtype, any strides.
-    Returns (N, C, Hout, Wout). ``align_corners=None`` means False, with the
-    same warning as PyTorch's.
+    4-D CPU tensors, ``input`` (N, C, Hin, Win) and ``grid`` (N, Hout, Wout, 2)
+    of (x, y) in [-1, 1], both float16, bfloat16, float32 or float64 of one
+    dtype, any strides: gridsampler, returning (N, C, Hout, Wout) in the
+    input's dtype. Anything else (another device, 5-D input, arguments
+    PyTorch rejects) is ``F.grid_sample``'s, with its result or exception.
+    ``align_corners=None`` means False, with the same warning as PyTorch's.
     """
-    _check_options(mode, padding_mode)
+    if mode not in MODES or padding_mode not in PADDING_MODES:
+        return F.grid_sample(input, grid, mode, padding_mode, align_corners)
+    if _autocast_enabled():
+        input, grid = _autocast(input), _autocast(grid)
+    # Alignment is the operator's to handle (fake tensors under torch.compile
+    # have no data pointer to check).
+    if not _switch.takes(input, grid, MODES.index(mode), PADDING_MODES.index(padding_mode),
+                         check_alignment=False):
+        return F.grid_sample(input, grid, mode, padding_mode, align_corners)
     if align_corners is None:
         warnings.warn(
             "Default grid_sample and affine_grid behavior has changed to align_corners=False "
             "since 1.3.0. Please specify align_corners=True if the old behavior is desired. "
             "See the documentation of grid_sample for details.")
         align_corners = False
-    _check_tensors(input, grid)
     return grid_sampler_2d(input, grid, mode, padding_mode, bool(align_corners))
-

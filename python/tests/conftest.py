@@ -6,8 +6,14 @@ scripts/ci-python.sh), where a missing or too old torch is an error.
 """
 
 import os
+import sys
 
 import pytest
+
+# The suite compares gridsampler with PyTorch's own kernel, which the switch
+# replaces: an inherited GRIDSAMPLER_TORCH=1 would compare gridsampler with
+# itself. Tests of the variable set it in subprocesses of their own.
+os.environ.pop("GRIDSAMPLER_TORCH", None)
 
 MODES = ("bilinear", "nearest", "bicubic")
 PADDINGS = ("zeros", "border", "reflection")
@@ -40,6 +46,17 @@ def gt(torch):
     import gridsampler.torch as gt
 
     return gt
+
+
+@pytest.fixture(autouse=True)
+def _switch_left_off():
+    """Every test leaves the switch as it found it (off): a test that leaks it
+    would make the later ones compare gridsampler with itself."""
+    yield
+    switch = sys.modules.get("gridsampler._switch")
+    if switch is not None and switch.is_enabled():
+        switch.disable()
+        pytest.fail("the test left gridsampler.torch's switch on")
 
 
 def pytest_report_header(config):

@@ -286,41 +286,110 @@ def test_training_step_same_loss_and_gradients(torch, gt):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize(
-    "case,exc,message",
-    [
-        ("grid_last_dim", ValueError, "grid: last dimension must be 2, got 3"),
-        ("batch", ValueError, "grid: batch size 3 does not match input's 2"),
-        ("dtype_mix", TypeError, "grid: dtype float64 differs from input's float32"),
-        ("int_dtype", TypeError, "input: dtype int64 is not supported"),
-        ("empty_hw", ValueError, "input: height and width must be positive"),
-        ("mode", ValueError, "mode: unknown value 'trilinear'"),
-        ("padding", ValueError, "padding_mode: unknown value 'wrap'"),
-        ("five_d", ValueError, "input: expected 4 dimensions, got 5"),
-        ("grid_3d", ValueError, "grid: expected 4 dimensions, got 3"),
-    ],
-)
-def test_errors(torch, gt, case, exc, message):
-    x = torch.zeros(2, 3, 5, 7)
-    g = torch.zeros(2, 4, 6, 2)
-    kwargs = dict(mode="bilinear", padding_mode="zeros", align_corners=False)
-    if case == "grid_last_dim":
-        g = torch.zeros(2, 4, 6, 3)
-    elif case == "batch":
-        g = torch.zeros(3, 4, 6, 2)
-    elif case == "dtype_mix":
-        g = g.double()
-    elif case == "int_dtype":
-        x, g = x.long(), g.long()
-    elif case == "empty_hw":
-        x = torch.zeros(2, 3, 0, 7)
-    elif case == "mode":
-        kwargs["mode"] = "trilinear"
-    elif case == "padding":
-        kwargs["padding_mode"] = "wrap"
-    elif case == "five_d":
-        x = torch.zeros(2, 3, 5, 7, 1)
-    elif case == "grid_3d":
-        g = torch.zeros(2, 4, 2)
-    with pytest.raises(exc, match=message.replace("(", r"\(").replace(")", r"\)")):
+BAD_CALLS = {
+    # name: (input shape, grid shape, dtypes, kwargs)
+    "grid_last_dim": ((2, 3, 5, 7), (2, 4, 6, 3), None, {}),
+    "batch": ((2, 3, 5, 7), (3, 4, 6, 2), None, {}),
+    "dtype_mix": ((2, 3, 5, 7), (2, 4, 6, 2), ("float32", "float64"), {}),
+    "int_dtype": ((2, 3, 5, 7), (2, 4, 6, 2), ("int64", "int64"), {}),
+    "empty_hw": ((2, 3, 0, 7), (2, 4, 6, 2), None, {}),
+    "mode": ((2, 3, 5, 7), (2, 4, 6, 2), None, {"mode": "trilinear"}),
+    "padding": ((2, 3, 5, 7), (2, 4, 6, 2), None, {"padding_mode": "wrap"}),
+    "mode_not_str": ((2, 3, 5, 7), (2, 4, 6, 2), None, {"mode": 0}),
+    "five_d_input": ((2, 3, 5, 7, 1), (2, 4, 6, 2), None, {}),
+    "grid_3d": ((2, 3, 5, 7), (2, 4, 2), None, {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CALLS))
+def test_errors_are_pytorchs(torch, gt, case):
+    """Arguments F.grid_sample rejects: the same exception type and message."""
+    in_shape, grid_shape, dtypes, extra = BAD_CALLS[case]
+    in_dtype, grid_dtype = (getattr(torch, d) for d in (dtypes or ("float32", "float32")))
+    x = torch.zeros(in_shape, dtype=in_dtype)
+    g = torch.zeros(grid_shape, dtype=grid_dtype)
+    kwargs = {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False, **extra}
+    with pytest.raises(Exception) as ref:
+        torch.nn.functional.grid_sample(x, g, **kwargs)
+    with pytest.raises(Exception) as ours:
         gt.grid_sample(x, g, **kwargs)
+    assert type(ours.value) is type(ref.value)
+    assert str(ours.value) == str(ref.value)
+
+
+def test_volumetric_input_is_pytorchs(torch, gt):
+    """5-D input (volumetric sampling): F.grid_sample's result and gradients."""
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 3, 4, 5, 6, generator=gen, dtype=torch.float64)
+    g = torch.rand(2, 3, 4, 2, 3, generator=gen, dtype=torch.float64) * 2 - 1
+    w = torch.randn(2, 3, 3, 4, 2, generator=gen, dtype=torch.float64)
+    F = torch.nn.functional
+    ref = run(F.grid_sample, torch, x, g, w, "bilinear", "border", True)
+    ours = run(gt.grid_sample, torch, x, g, w, "bilinear", "border", True)
+    for o, r in zip(ours, ref):
+        assert torch.equal(o, r)
+
+
+def test_other_devices_are_pytorchs(torch, gt):
+    """A tensor on another device (meta here; CUDA and MPS take the same path)
+    goes to F.grid_sample and so to PyTorch's kernel for that device."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class LogOps(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.empty(2, 3, 5, 7, device="meta", requires_grad=True)
+    g = torch.empty(2, 4, 6, 2, device="meta", requires_grad=True)
+    with LogOps() as log:
+        out = gt.grid_sample(x, g, "bicubic", "border", True)
+        dx, dg = torch.autograd.grad(out, (x, g), torch.empty_like(out))
+    assert out.device.type == "meta" and out.shape == (2, 3, 4, 6)
+    assert dx.shape == x.shape and dg.shape == g.shape
+    assert "aten.grid_sampler_2d.default" in log.ops
+    assert "aten.grid_sampler_2d_backward.default" in log.ops
+    assert not any(op.startswith("gridsampler.") for op in log.ops)
+    # A CPU call of the same shapes takes the custom operator instead.
+    x, g = torch.zeros(2, 3, 5, 7), torch.zeros(2, 4, 6, 2)
+    with LogOps() as log:
+        gt.grid_sample(x, g, "bicubic", "border", True)
+    assert log.ops == ["gridsampler.grid_sampler_2d.default"]
+
+
+@pytest.mark.parametrize("dtypes", [("bfloat16", "bfloat16"), ("float16", "float32"),
+                                    ("float64", "float64"), ("float32", "float32")])
+def test_autocast_result_dtype(torch, gt, dtypes):
+    """Under torch.autocast("cpu"), PyTorch runs grid_sample in float32 (float64
+    stays): the drop-in gives the same dtype, and its values."""
+    x, g, _ = make_problem(torch, torch.float64, seed=12)
+    x, g = x.to(getattr(torch, dtypes[0])), g.to(getattr(torch, dtypes[1]))
+    F = torch.nn.functional
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = F.grid_sample(x, g, "bilinear", "zeros", False)
+        ours = gt.grid_sample(x, g, "bilinear", "zeros", False)
+        direct = torch.ops.gridsampler.grid_sampler_2d(x, g, "bilinear", "zeros", False) \
+            if x.dtype == g.dtype else ours
+    assert ref.dtype == (torch.float64 if dtypes[0] == "float64" else torch.float32)
+    assert ours.dtype == ref.dtype and direct.dtype == ref.dtype
+    assert_near(ours, ref, TOL["float64" if ref.dtype == torch.float64 else "float32"], "output")
+    assert torch.equal(direct, ours)
+
+
+def test_misaligned_data(torch, gt):
+    """PyTorch takes a tensor whose data is off its element alignment (here a
+    float32 view one byte into a buffer); so does the drop-in, with F.grid_sample's values."""
+    x, g, w = make_problem(torch, torch.float32, seed=13)
+    raw = torch.zeros(x.numel() * 4 + 1, dtype=torch.uint8)
+    xm = torch.frombuffer(raw.numpy().data, dtype=torch.float32, count=x.numel(), offset=1)
+    xm = xm.view(x.shape)
+    xm.copy_(x)
+    assert xm.data_ptr() % 4 != 0
+    ours = gt.grid_sample(xm, g, "bilinear", "reflection", False)
+    ref = torch.nn.functional.grid_sample(x, g, "bilinear", "reflection", False)
+    assert torch.equal(ours, gt.grid_sample(x, g, "bilinear", "reflection", False))
+    assert_near(ours, ref, TOL["float32"], "output")

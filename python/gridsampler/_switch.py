@@ -1,0 +1,270 @@
+"""The switch: gridsampler as PyTorch's CPU kernel of ``aten::grid_sampler_2d`` and its backward.
+
+``F.grid_sample`` on 4-D tensors ends in two ATen operators, whatever library
+calls it (kornia, MONAI, torchvision, a model zoo):
+
+    aten::grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode,
+                          int padding_mode, bool align_corners) -> Tensor
+    aten::grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid,
+                                   int interpolation_mode, int padding_mode,
+                                   bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
+
+the second called by PyTorch's autograd formula for the first (and, with the
+first, by its formula for second order). ``enable()`` registers CPU kernels of
+both through a ``torch.library.Library("aten", "IMPL")``; the dispatcher then
+calls them for CPU tensors below autograd, functorch, autocast and Python
+dispatch modes, so all of those keep PyTorch's own behaviour, and only the
+arithmetic changes hands. Dropping the library (``disable()``) puts PyTorch's
+kernels back.
+
+A call gridsampler does not take (a dtype or shape PyTorch rejects, an empty
+spatial size, an integer mode code outside PyTorch's three) goes to the kernel
+that was registered before, from ``torch.library.get_kernel``: the user sees
+PyTorch's own result or message. The kernels allocate their results as
+PyTorch's kernel does (contiguous) and always return the grid's gradient, which
+PyTorch's CPU kernel computes whatever ``output_mask[1]`` says and its meta
+function declares; only ``grad_input`` follows the mask (None when not asked).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, Optional
+
+import torch
+from torch import Tensor
+
+from . import MODES, PADDING_MODES
+from . import _gridsampler as _C
+
+# The environment variable that turns the switch on at `import torch`
+# (through the `torch.backends` entry point, _gridsampler_torch_autoload).
+ENV_VAR = "GRIDSAMPLER_TORCH"
+
+# The dtypes both PyTorch's CPU kernel and gridsampler compute.
+_DTYPES = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
+
+# aten's integer codes are the positions in these tuples (F.grid_sample's
+# mapping: bilinear 0, nearest 1, bicubic 2; zeros 0, border 1, reflection 2).
+assert MODES == ("bilinear", "nearest", "bicubic")
+assert PADDING_MODES == ("zeros", "border", "reflection")
+
+
+def aligned(t: Tensor) -> bool:
+    """Whether the data of `t` sits on its element size, as the library requires
+    (PyTorch does not: a dtype view of a byte buffer can be off)."""
+    return t.data_ptr() % t.element_size() == 0
+
+
+def _plain_cpu(t: Any, dtype: torch.dtype) -> bool:
+    """A strided CPU tensor of `dtype`."""
+    return (isinstance(t, Tensor) and t.dtype == dtype and t.device.type == "cpu"
+            and t.layout == torch.strided)
+
+
+def takes(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
+          check_alignment: bool = True) -> bool:
+    """Whether gridsampler computes ``aten::grid_sampler_2d`` for these arguments.
+
+    Exactly the calls PyTorch's CPU kernel computes (rather than rejects) and
+    the library accepts: CPU tensors of one floating dtype, 4-D input with a
+    non-empty plane, grid (N, Hout, Wout, 2), integer codes 0..2. Everything
+    else goes to PyTorch's kernel, whose checks then give PyTorch's messages.
+    `check_alignment=False` leaves out the data pointers (which fake tensors
+    under torch.compile do not have) for a caller that handles misalignment.
+    """
+    if not isinstance(input, Tensor) or input.dtype not in _DTYPES:
+        return False
+    if not (_plain_cpu(input, input.dtype) and _plain_cpu(grid, input.dtype)):
+        return False
+    if check_alignment and not (aligned(input) and aligned(grid)):
+        return False
+    if input.dim() != 4 or grid.dim() != 4:
+        return False
+    if input.shape[2] == 0 or input.shape[3] == 0:
+        return False
+    if grid.shape[3] != 2 or grid.shape[0] != input.shape[0]:
+        return False
+    # bool is an int subclass; aten's int arguments arrive as Python ints.
+    return (type(interpolation_mode) is int and 0 <= interpolation_mode <= 2
+            and type(padding_mode) is int and 0 <= padding_mode <= 2)
+
+
+def takes_backward(grad: Tensor, input: Tensor, grid: Tensor, interpolation_mode: int,
+                   padding_mode: int, output_mask: Any) -> bool:
+    """`takes` for ``aten::grid_sampler_2d_backward``, plus a ``grad_output`` of
+    the input's dtype shaped (N, C, Hout, Wout) and a two-entry mask."""
+    if not takes(input, grid, interpolation_mode, padding_mode):
+        return False
+    if not _plain_cpu(grad, input.dtype) or grad.dim() != 4 or not aligned(grad):
+        return False
+    if tuple(grad.shape) != (input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]):
+        return False
+    return len(output_mask) == 2
+
+
+class _Stats:
+    """Calls the switch saw, for tests and benchmarks to prove which kernel ran."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts = {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0, "handed_on": 0}
+
+    def add(self, key: str) -> None:
+        with self.lock:
+            self.counts[key] += 1
+
+
+_stats = _Stats()
+
+
+def _forward_kernel(original, keyset, input, grid, interpolation_mode, padding_mode,
+                    align_corners):
+    if not takes(input, grid, interpolation_mode, padding_mode):
+        _stats.add("handed_on")
+        return original.call_boxed(keyset, input, grid, interpolation_mode, padding_mode,
+                                   align_corners)
+    _stats.add("grid_sampler_2d")
+    # The device is explicit: a `with torch.device(...)` block around the
+    # caller must not move the result off the CPU, as it does not for PyTorch's.
+    out = torch.empty((input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]),
+                      dtype=input.dtype, device=input.device)
+    # detach(): DLPack refuses a tensor that requires grad; the dispatcher is
+    # already below autograd here, so nothing is lost.
+    _C.forward(input.detach(), grid.detach(), out, MODES[interpolation_mode],
+               PADDING_MODES[padding_mode], bool(align_corners),
+               num_threads=torch.get_num_threads())
+    return out
+
+
+def _backward_kernel(original, keyset, grad, input, grid, interpolation_mode, padding_mode,
+                     align_corners, output_mask):
+    if not takes_backward(grad, input, grid, interpolation_mode, padding_mode, output_mask):
+        _stats.add("handed_on")
+        return original.call_boxed(keyset, grad, input, grid, interpolation_mode, padding_mode,
+                                   align_corners, output_mask)
+    _stats.add("grid_sampler_2d_backward")
+    dx = (torch.empty(input.shape, dtype=input.dtype, device=input.device)
+          if output_mask[0] else None)
+    dgrid = torch.empty(grid.shape, dtype=input.dtype, device=input.device)
+    _C.backward(grad.detach(), input.detach(), grid.detach(), dx, dgrid,
+                MODES[interpolation_mode], PADDING_MODES[padding_mode], bool(align_corners),
+                num_threads=torch.get_num_threads())
+    return dx, dgrid
+
+
+def _register_second_order(lib: torch.library.Library) -> None:
+    """Where a native second order would be registered; nothing for now.
+
+    Today the derivative of ``aten::grid_sampler_2d_backward`` is PyTorch's own
+    (``grid_sampler_2d_double_backward``, CompositeImplicit), which calls the
+    two first-order operators again and so runs on gridsampler's kernels
+    above. A native double backward would be registered here as
+    ``lib.impl("grid_sampler_2d_backward", kernel, "AutogradCPU", with_keyset=True)``
+    — taking over the operator's autograd on CPU, with
+    ``torch.library.get_kernel("aten::grid_sampler_2d_backward", "AutogradCPU")``
+    for the calls it does not take — so that `disable()` drops it with the rest.
+    """
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lib: Optional[torch.library.Library] = None
+
+
+_state = _State()
+
+
+def enable() -> None:
+    """Makes gridsampler PyTorch's CPU kernel for ``grid_sample`` (forward and backward).
+
+    Every ``torch.nn.functional.grid_sample`` (and ``torch.grid_sampler``,
+    ``torch.ops.aten.grid_sampler_2d``) on 4-D CPU tensors then runs
+    gridsampler, with PyTorch's autograd, ``torch.func`` transforms, hooks and
+    anomaly mode around it. Calls it does not take go to PyTorch's kernel.
+    Idempotent; thread-safe. Not reached by code ``torch.compile`` (Inductor)
+    generates for the forward, which it decomposes into its own loops.
+    """
+    if not hasattr(torch.library, "get_kernel"):
+        raise RuntimeError("gridsampler.torch.enable() needs torch.library.get_kernel, which torch "
+                           + torch.__version__ + " does not have")
+    with _state.lock:
+        if _state.lib is not None:
+            return
+        # The kernels registered now (PyTorch's, or another library's
+        # override) serve the calls this one hands on.
+        forward = torch.library.get_kernel("aten::grid_sampler_2d", "CPU")
+        backward = torch.library.get_kernel("aten::grid_sampler_2d_backward", "CPU")
+        lib = torch.library.Library("aten", "IMPL")
+        try:
+            with warnings.catch_warnings():
+                # The dispatcher warns (once per process) that a kernel
+                # overrides another for the same key: that is the point here.
+                warnings.filterwarnings(
+                    "ignore", message=r"(?s).*Overriding a previously registered kernel")
+                lib.impl("grid_sampler_2d",
+                         lambda keyset, *args: _forward_kernel(forward, keyset, *args),
+                         "CPU", with_keyset=True)
+                lib.impl("grid_sampler_2d_backward",
+                         lambda keyset, *args: _backward_kernel(backward, keyset, *args),
+                         "CPU", with_keyset=True)
+                _register_second_order(lib)
+        except BaseException:
+            lib._destroy()  # a half-registered library must not stay behind
+            raise
+        _state.lib = lib
+
+
+def disable() -> None:
+    """Gives ``grid_sample`` on CPU back to PyTorch's kernels. Idempotent; thread-safe."""
+    with _state.lock:
+        lib, _state.lib = _state.lib, None
+        if lib is not None:
+            # Removes the registrations now rather than when the object is
+            # collected (torch.library also does it from a finalizer).
+            lib._destroy()
+
+
+def is_enabled() -> bool:
+    """Whether the switch is on in this process."""
+    return _state.lib is not None
+
+
+@contextmanager
+def switch(on: bool = True) -> Iterator[None]:
+    """``with gridsampler.torch.switch():`` turns the switch on (or, with
+    ``on=False``, off) for the block and restores the previous state after it."""
+    was = is_enabled()
+    (enable if on else disable)()
+    try:
+        yield
+    finally:
+        (enable if was else disable)()
+
+
+def switch_stats(reset: bool = False) -> Dict[str, int]:
+    """Calls the switch has seen since the last reset: ``grid_sampler_2d`` and
+    ``grid_sampler_2d_backward`` computed by gridsampler, ``handed_on`` to the
+    kernel underneath (PyTorch's). With ``reset=True``, zeroes them after reading."""
+    with _stats.lock:
+        counts = dict(_stats.counts)
+        if reset:
+            for key in _stats.counts:
+                _stats.counts[key] = 0
+    return counts
+
+
+def env_requests_switch() -> bool:
+    """Whether ``GRIDSAMPLER_TORCH`` asks for the switch: "1" yes, unset, empty
+    or "0" no; any other value raises ValueError (a typo should not silently
+    leave PyTorch's kernel in place)."""
+    value = os.environ.get(ENV_VAR, "").strip()
+    if value in ("", "0"):
+        return False
+    if value == "1":
+        return True
+    raise ValueError(f"{ENV_VAR}={value!r}: expected 1 (on) or 0 (off)")
