@@ -28,7 +28,8 @@ import numpy as _np
 
 from . import _gridsampler as _C
 
-__all__ = ["grid_sample", "grid_sample_backward", "release_cached_memory", "cached_memory_bytes",
+__all__ = ["grid_sample", "grid_sample_backward", "grid_sample_double_backward",
+           "release_cached_memory", "cached_memory_bytes",
            "MODES", "PADDING_MODES"]
 __version__ = "0.1.0"
 
@@ -209,6 +210,44 @@ def grid_sample_backward(grad: Any, input: Any, grid: Any, mode: str = "bilinear
     frame.call(_C.backward, ("grad", "input", "grid", "dx", "dgrid"), (grad, input, grid, dx, dgrid),
                mode, padding_mode, bool(align_corners), num_threads=num_threads)
     return frame.result(dx), frame.result(dgrid)
+
+
+def grid_sample_double_backward(gg_dx: Any, gg_dgrid: Any, grad: Any, input: Any, grid: Any,
+                                mode: str = "bilinear", padding_mode: str = "zeros",
+                                align_corners: bool = False,
+                                output_mask: Tuple[bool, bool, bool] = (True, True, True), *,
+                                num_threads: int = 0) -> Tuple[Any, Any, Any]:
+    """The double backward: differentiates ``grid_sample_backward`` itself.
+
+    With ``(dx, dgrid) = grid_sample_backward(grad, input, grid)`` and incoming
+    gradients ``gg_dx`` (shaped like input) and ``gg_dgrid`` (shaped like
+    grid), returns ``(d_grad, d_input, d_grid)``: the gradients of
+    ``<gg_dx, dx> + <gg_dgrid, dgrid>`` with respect to grad, input and grid.
+    Either incoming gradient may be None (zeros); an output whose
+    ``output_mask`` entry is False is not computed and returned as None.
+    """
+    _check_options(mode, padding_mode)
+    want = [bool(m) for m in output_mask]
+    if len(want) != 3:
+        raise ValueError(f"output_mask: expected 3 entries, got {len(want)}")
+    grad, input, grid = _coerce(grad), _coerce(input), _coerce(grid)
+    gg_dx = None if gg_dx is None else _coerce(gg_dx)
+    gg_dgrid = None if gg_dgrid is None else _coerce(gg_dgrid)
+    in_shape = _check_ndim("input", input)
+    grid_shape = _check_ndim("grid", grid)
+    grad_shape = _check_ndim("grad", grad)
+    if gg_dx is not None:
+        _check_ndim("gg_dx", gg_dx)
+    if gg_dgrid is not None:
+        _check_ndim("gg_dgrid", gg_dgrid)
+    frame = _Frame(input)
+    outs = [frame.empty(shape) if w else None
+            for shape, w in zip((grad_shape, in_shape, grid_shape), want)]
+    frame.call(_C.double_backward,
+               ("gg_dx", "gg_dgrid", "grad", "input", "grid", "d_grad", "d_input", "d_grid"),
+               (gg_dx, gg_dgrid, grad, input, grid, *outs), mode, padding_mode,
+               bool(align_corners), num_threads=num_threads)
+    return tuple(frame.result(o) for o in outs)
 
 
 def release_cached_memory() -> None:

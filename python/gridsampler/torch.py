@@ -14,8 +14,16 @@ computation is registered as two ``torch.library`` custom operators with fake
                                           str mode, str padding_mode, bool align_corners,
                                           bool[] output_mask) -> (Tensor, Tensor)
 
-The backward operator returns an empty tensor (shape (0,)) for an output its
-``output_mask`` leaves out. The operators use ``torch.get_num_threads()``
+    gridsampler::grid_sampler_2d_double_backward(Tensor? gg_dx, Tensor? gg_dgrid,
+                                                 Tensor grad, Tensor input, Tensor grid,
+                                                 str mode, str padding_mode, bool align_corners,
+                                                 bool[] output_mask) -> (Tensor, Tensor, Tensor)
+
+The backward operators return an empty tensor (shape (0,)) for an output their
+``output_mask`` leaves out. The backward's autograd formula is the double
+backward, so ``create_graph=True`` gradients can be differentiated again
+(gradient penalties); a third order raises a RuntimeError saying it is not
+supported. The operators use ``torch.get_num_threads()``
 threads (results do not depend on the count). Needs torch >= 2.4.
 
 ``grid_sample`` hands every call the operators do not take to
@@ -123,6 +131,76 @@ def _(grad: Tensor, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
     want_dx, want_dgrid = (bool(m) for m in output_mask)
     return (input.new_empty(input.shape if want_dx else (0,)),
             input.new_empty(grid.shape if want_dgrid else (0,)))
+
+
+@torch.library.custom_op("gridsampler::grid_sampler_2d_double_backward", mutates_args=(),
+                         device_types="cpu")
+def grid_sampler_2d_double_backward(gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor],
+                                    grad: Tensor, input: Tensor, grid: Tensor, mode: str,
+                                    padding_mode: str, align_corners: bool,
+                                    output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor, Tensor]:
+    _check_tensors(input, grid)
+    want = [bool(m) for m in output_mask]
+    outs = [torch.empty(shape if w else (0,), dtype=input.dtype, device=input.device)
+            for shape, w in zip((grad.shape, input.shape, grid.shape), want)]
+    _C.double_backward(None if gg_dx is None else _readable(gg_dx),
+                       None if gg_dgrid is None else _readable(gg_dgrid),
+                       _readable(grad), _readable(input), _readable(grid),
+                       *(o if w else None for o, w in zip(outs, want)),
+                       mode, padding_mode, align_corners, num_threads=torch.get_num_threads())
+    return outs[0], outs[1], outs[2]
+
+
+@grid_sampler_2d_double_backward.register_fake
+def _(gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor], grad: Tensor, input: Tensor,
+      grid: Tensor, mode: str, padding_mode: str, align_corners: bool,
+      output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor, Tensor]:
+    _check_options(mode, padding_mode)
+    _check_tensors(input, grid)
+    want = [bool(m) for m in output_mask]
+    return tuple(input.new_empty(shape if w else (0,))  # type: ignore[return-value]
+                 for shape, w in zip((grad.shape, input.shape, grid.shape), want))
+
+
+def _backward_setup_context(ctx, inputs, output) -> None:
+    grad, input, grid, mode, padding_mode, align_corners, output_mask = inputs
+    ctx.save_for_backward(grad, input, grid)
+    ctx.options = (mode, padding_mode, align_corners)
+    ctx.output_mask = [bool(m) for m in output_mask]
+
+
+def _incoming(gg: Optional[Tensor], wanted: bool) -> Optional[Tensor]:
+    """An incoming gradient the double backward needs: None for an output the
+    first order did not compute (shape (0,)) or that nothing used."""
+    return gg if wanted and gg is not None and gg.numel() > 0 else None
+
+
+def _backward_backward(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
+    grad, input, grid = ctx.saved_tensors
+    want = list(ctx.needs_input_grad[:3])
+    results: list = [None, None, None]
+    if any(want):
+        results = list(grid_sampler_2d_double_backward(
+            _incoming(gg_dx, ctx.output_mask[0]), _incoming(gg_dgrid, ctx.output_mask[1]),
+            grad, input, grid, *ctx.options, want))
+    return (*(r if w else None for r, w in zip(results, want)), None, None, None, None)
+
+
+grid_sampler_2d_backward.register_autograd(_backward_backward,
+                                           setup_context=_backward_setup_context)
+
+
+def _third_order(ctx, *grads):
+    raise RuntimeError(
+        "gridsampler: third-order gradients of grid_sample are not supported (the double "
+        "backward, gridsampler::grid_sampler_2d_double_backward, is not differentiable)")
+
+
+def _no_setup(ctx, inputs, output) -> None:
+    pass
+
+
+grid_sampler_2d_double_backward.register_autograd(_third_order, setup_context=_no_setup)
 
 
 def _setup_context(ctx, inputs, output) -> None:

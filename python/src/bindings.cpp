@@ -185,6 +185,41 @@ void backward(const InArray& grad, const InArray& input, const InArray& grid,
   raise_if_error(s);
 }
 
+void double_backward(const std::optional<InArray>& gg_dx, const std::optional<InArray>& gg_dgrid,
+                     const InArray& grad, const InArray& input, const InArray& grid,
+                     const std::optional<OutArray>& d_grad, const std::optional<OutArray>& d_input,
+                     const std::optional<OutArray>& d_grid, std::string_view mode, std::string_view padding,
+                     bool align_corners, int num_threads, bool bf16) {
+  const gs::Options options = to_options(mode, padding, align_corners, num_threads);
+  const auto g = to_view<gs::TensorView>("grad", grad, bf16);
+  const auto in = to_view<gs::TensorView>("input", input, bf16);
+  const auto gr = to_view<gs::TensorView>("grid", grid, bf16);
+  gs::TensorView ggx{nullptr, in.dtype, {}, {}}, ggg{nullptr, in.dtype, {}, {}};  // absent: zeros
+  if (gg_dx) ggx = to_view<gs::TensorView>("gg_dx", *gg_dx, bf16);
+  if (gg_dgrid) ggg = to_view<gs::TensorView>("gg_dgrid", *gg_dgrid, bf16);
+  gs::DoubleBackwardMask mask;
+  mask.grad = d_grad.has_value();
+  mask.input = d_input.has_value();
+  mask.grid = d_grid.has_value();
+  gs::MutableTensorView dg, di, dgr;  // empty when not wanted
+  if (mask.grad) dg = to_view<gs::MutableTensorView>("d_grad", *d_grad, bf16);
+  if (mask.input) di = to_view<gs::MutableTensorView>("d_input", *d_input, bf16);
+  if (mask.grid) dgr = to_view<gs::MutableTensorView>("d_grid", *d_grid, bf16);
+  check_same_dtype("grid", gr.dtype, in.dtype);
+  check_same_dtype("grad", g.dtype, in.dtype);
+  if (gg_dx) check_same_dtype("gg_dx", ggx.dtype, in.dtype);
+  if (gg_dgrid) check_same_dtype("gg_dgrid", ggg.dtype, in.dtype);
+  if (mask.grad) check_same_dtype("d_grad", dg.dtype, in.dtype);
+  if (mask.input) check_same_dtype("d_input", di.dtype, in.dtype);
+  if (mask.grid) check_same_dtype("d_grid", dgr.dtype, in.dtype);
+  gs::Status s;
+  {
+    nb::gil_scoped_release release;
+    s = gs::grid_sampler_2d_double_backward(ggx, ggg, g, in, gr, dg, di, dgr, options, mask);
+  }
+  raise_if_error(s);
+}
+
 }  // namespace
 
 NB_MODULE(_gridsampler, m) {
@@ -200,6 +235,13 @@ NB_MODULE(_gridsampler, m) {
         nb::arg("uint16_as_bfloat16") = false,
         "Writes the gradients of grid_sample into `dx` (shape of input) and `dgrid` (shape of "
         "grid); None skips that output (output_mask).");
+  m.def("double_backward", &double_backward, nb::arg("gg_dx").none(), nb::arg("gg_dgrid").none(),
+        nb::arg("grad"), nb::arg("input"), nb::arg("grid"), nb::arg("d_grad").none(),
+        nb::arg("d_input").none(), nb::arg("d_grid").none(), nb::arg("mode"), nb::arg("padding_mode"),
+        nb::arg("align_corners"), nb::arg("num_threads") = 0, nb::arg("uint16_as_bfloat16") = false,
+        "Writes the gradients of <gg_dx, dx> + <gg_dgrid, dgrid> (dx, dgrid = backward(grad, input, "
+        "grid)) with respect to grad, input and grid into d_grad, d_input, d_grid; an absent gg_* "
+        "counts as zeros, an absent output is not computed.");
   m.def("release_cached_memory", &gs::release_cached_memory,
         "Frees the buffers every thread keeps between calls (at most 32 MiB per calling "
         "thread); a buffer in use by a running call is freed when that call returns.");

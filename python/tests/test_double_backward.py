@@ -1,0 +1,185 @@
+"""Second order: gridsampler's double backward against PyTorch's, through the
+drop-in's autograd (create_graph=True), gradgradcheck, the NumPy-level
+function, 16-bit dtypes against float64, layouts and thread counts, and the
+third order's error."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import gridsampler  # noqa: E402
+import gridsampler.torch as gst  # noqa: E402
+
+MODES = ("bilinear", "nearest", "bicubic")
+PADS = ("zeros", "border", "reflection")
+
+
+def _lattice(n, h, w, align, dtype):
+    """Grid points exactly on input pixel centres (and half-way between), where
+    floor and round sit on their edges."""
+    ys = torch.linspace(-1, 1, h, dtype=dtype) if align else (torch.arange(h, dtype=dtype) * 2 + 1) / h - 1
+    xs = torch.linspace(-1, 1, w, dtype=dtype) if align else (torch.arange(w, dtype=dtype) * 2 + 1) / w - 1
+    gy, gx = torch.meshgrid(ys, xs, indexing="ij")
+    return torch.stack([gx, gy], dim=-1).expand(n, h, w, 2).contiguous()
+
+
+def _second_order(sample, x, g, go, gg_dx, gg_dgrid, mode, pad, align):
+    """Gradients of <gg_dx, dx> + <gg_dgrid, dgrid> in (grad, input, grid)
+    through autograd's double backward of `sample`."""
+    x = x.detach().requires_grad_()
+    g = g.detach().requires_grad_()
+    go = go.detach().requires_grad_()
+    out = sample(x, g, mode=mode, padding_mode=pad, align_corners=align)
+    dx, dgrid = torch.autograd.grad(out, (x, g), go, create_graph=True)
+    loss = (dx * gg_dx).sum() + (dgrid * gg_dgrid).sum()
+    res = torch.autograd.grad(loss, (go, x, g), allow_unused=True)
+    return [torch.zeros_like(t) if r is None else r.detach() for r, t in zip(res, (go, x, g))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("mode,pad,align", list(itertools.product(MODES, PADS, (False, True))))
+@pytest.mark.parametrize("grid_kind", ["random", "lattice"])
+def test_matches_pytorch_double_backward(mode, pad, align, dtype, grid_kind):
+    gen = torch.Generator().manual_seed(7)
+    n, c, h, w = 2, 3, 6, 7
+    x = torch.randn(n, c, h, w, generator=gen, dtype=dtype)
+    if grid_kind == "random":
+        g = torch.rand(n, 5, 4, 2, generator=gen, dtype=dtype) * 2.4 - 1.2
+    else:
+        g = _lattice(n, h, w, align, dtype)
+    go = torch.randn(n, c, g.shape[1], g.shape[2], generator=gen, dtype=dtype)
+    gg_dx = torch.randn(x.shape, generator=gen, dtype=dtype)
+    gg_dgrid = torch.randn(g.shape, generator=gen, dtype=dtype)
+    ours = _second_order(gst.grid_sample, x, g, go, gg_dx, gg_dgrid, mode, pad, align)
+    theirs = _second_order(F.grid_sample, x, g, go, gg_dx, gg_dgrid, mode, pad, align)
+    rel = 1e-10 if dtype == torch.float64 else 1e-4
+    for name, a, b in zip(("d_grad", "d_input", "d_grid"), ours, theirs):
+        scale = max(1.0, b.abs().max().item())
+        err = (a - b).abs().max().item()
+        assert err <= rel * scale, f"{name}: max error {err} (scale {scale})"
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("pad", PADS)
+@pytest.mark.parametrize("align", [False, True])
+def test_gradgradcheck(mode, pad, align):
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(1, 2, 5, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    g = (torch.rand(1, 3, 3, 2, generator=gen, dtype=torch.float64) * 2.2 - 1.1).requires_grad_()
+
+    def f(x, g):
+        return gst.grid_sample(x, g, mode=mode, padding_mode=pad, align_corners=align)
+
+    assert torch.autograd.gradgradcheck(f, (x, g), eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def test_numpy_function_matches_the_drop_in_and_masks():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 8, 9))
+    g = rng.uniform(-1.1, 1.1, (2, 4, 5, 2))
+    go = rng.standard_normal((2, 3, 4, 5))
+    ex = rng.standard_normal(x.shape)
+    eg = rng.standard_normal(g.shape)
+    d_grad, d_input, d_grid = gridsampler.grid_sample_double_backward(
+        ex, eg, go, x, g, "bicubic", "reflection", False)
+    want = _second_order(gst.grid_sample, *(torch.from_numpy(a) for a in (x, g, go, ex, eg)),
+                         "bicubic", "reflection", False)
+    for a, b in zip((d_grad, d_input, d_grid), want):
+        np.testing.assert_array_equal(a, b.numpy())
+    # Masks and absent incoming gradients.
+    only_grid = gridsampler.grid_sample_double_backward(
+        ex, eg, go, x, g, "bicubic", "reflection", False, output_mask=(False, False, True))
+    assert only_grid[0] is None and only_grid[1] is None
+    np.testing.assert_array_equal(only_grid[2], d_grid)
+    no_eg = gridsampler.grid_sample_double_backward(ex, None, go, x, g, "bilinear")
+    zero_eg = gridsampler.grid_sample_double_backward(ex, np.zeros_like(eg), go, x, g, "bilinear")
+    for a, b in zip(no_eg, zero_eg):
+        np.testing.assert_allclose(a, b, atol=1e-14)
+    assert not no_eg[1].any()  # without gg_dgrid, d_input is zero
+
+
+@pytest.mark.parametrize("dtype,eps", [(torch.float16, 2.0 ** -11), (torch.bfloat16, 2.0 ** -8)])
+def test_16_bit_against_float64_on_the_same_values(dtype, eps):
+    gen = torch.Generator().manual_seed(5)
+    ts = [torch.randn(2, 3, 7, 6, generator=gen), torch.rand(2, 4, 5, 2, generator=gen) * 2.2 - 1.1,
+          torch.randn(2, 3, 4, 5, generator=gen), torch.randn(2, 3, 7, 6, generator=gen),
+          torch.randn(2, 4, 5, 2, generator=gen)]
+    low = [t.to(dtype) for t in ts]
+    x, g, go, ex, eg = low
+    got = gridsampler.grid_sample_double_backward(ex, eg, go, x, g, "bilinear", "border", True)
+    x, g, go, ex, eg = (t.double() for t in low)
+    want = gridsampler.grid_sample_double_backward(ex, eg, go, x, g, "bilinear", "border", True)
+    for a, b in zip(got, want):
+        assert a.dtype == dtype
+        scale = max(1.0, b.abs().max().item())
+        # float32 arithmetic, one rounding to the 16-bit type.
+        assert (a.double() - b).abs().max().item() <= 2 * eps * scale
+
+
+def test_layouts_and_thread_counts_give_the_same_bits():
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(1, 5, 40, 44, generator=gen)
+    g = torch.rand(1, 96, 96, 2, generator=gen) * 2.2 - 1.1
+    go = torch.randn(1, 5, 96, 96, generator=gen)
+    ex, eg = torch.randn(x.shape, generator=gen), torch.randn(g.shape, generator=gen)
+    base = gridsampler.grid_sample_double_backward(ex, eg, go, x, g, "bicubic", "zeros", False,
+                                                   num_threads=1)
+    for threads in (2, 3):
+        again = gridsampler.grid_sample_double_backward(ex, eg, go, x, g, "bicubic", "zeros", False,
+                                                        num_threads=threads)
+        for a, b in zip(again, base):
+            assert torch.equal(a, b)
+    cl = [t.contiguous(memory_format=torch.channels_last) for t in (ex, go, x)]
+    again = gridsampler.grid_sample_double_backward(cl[0], eg, cl[1], cl[2], g, "bicubic", "zeros",
+                                                    False, num_threads=1)
+    for a, b in zip(again, base):
+        assert torch.equal(a, b)
+
+
+def test_third_order_says_it_is_not_supported():
+    x = torch.randn(1, 1, 4, 4, dtype=torch.float64, requires_grad=True)
+    g = (torch.rand(1, 2, 2, 2, dtype=torch.float64) - 0.5).requires_grad_()
+    out = gst.grid_sample(x, g, align_corners=False)
+    (dgrid,) = torch.autograd.grad(out.sum(), g, create_graph=True)
+    (ddx,) = torch.autograd.grad((dgrid ** 2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="third-order gradients of grid_sample are not supported"):
+        ddx.sum().backward()
+
+
+def test_double_backward_operator_compiles():
+    """The second-order operator has a fake implementation: it traces into a
+    full graph and gives the eager bits."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 3, 9, 8, generator=gen)
+    g = torch.rand(2, 5, 6, 2, generator=gen) * 2.2 - 1.1
+    go = torch.randn(2, 3, 5, 6, generator=gen)
+    ex, eg = torch.randn(x.shape, generator=gen), torch.randn(g.shape, generator=gen)
+
+    def step(ex, eg, go, x, g):
+        return torch.ops.gridsampler.grid_sampler_2d_double_backward(
+            ex, eg, go, x, g, "bilinear", "reflection", True, [True, True, True])
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    for a, b in zip(compiled(ex, eg, go, x, g), step(ex, eg, go, x, g)):
+        assert torch.equal(a, b)
+
+
+def test_compiled_graphs_refuse_double_backward_as_pytorchs_do():
+    """AOTAutograd does not differentiate a compiled backward again (PyTorch's
+    limit, the same for a compiled F.grid_sample): a gradient penalty through
+    a compiled sampler gets PyTorch's error, not a wrong number."""
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    g = (torch.rand(1, 4, 4, 2) * 2 - 1).requires_grad_()
+    messages = []
+    for sample in (F.grid_sample, gst.grid_sample):
+        compiled = torch.compile(sample, backend="aot_eager")
+        (dgrid,) = torch.autograd.grad(compiled(x, g, align_corners=False).sum(), g, create_graph=True)
+        with pytest.raises(RuntimeError) as info:
+            torch.autograd.grad((dgrid ** 2).sum(), x)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert "does not currently support double backward" in messages[0]
