@@ -4,8 +4,7 @@
 // Why this one: the parameters differ in kind (a matrix, a shift, hundreds
 // of local displacements) and in how strongly the loss responds to each;
 // L-BFGS learns that curvature from its last few steps instead of needing a
-// learning rate per parameter, and converges in tens of iterations where
-// Adam needs hundreds. The line search accepts only steps that lower the
+// learning rate per parameter, and needs tens of iterations per level. The line search accepts only steps that lower the
 // loss, so within a level the loss of the accepted iterates never rises and
 // the last iterate is the best one. Gauss-Newton would need the Jacobian of
 // every residual; the library's backward gives J^T r, which is exactly what

@@ -18,9 +18,9 @@ double largest_difference(const host::Tensor& a, const host::Tensor& b);
 // The displacement of every fixed pixel to its source in the moving image,
 // in pixels: grid (float64 (1, H, W, 2), normalised) minus the pixel's own
 // position, as the optical-flow colour wheel of the Middlebury benchmark:
-// the hue gives the direction (right red, down yellow-green, left cyan,
-// up blue-violet) and the saturation the length, white for none, full
-// colour at `scale` pixels (longer ones darkened).
+// the hue gives the direction (right red, down yellow, down-left green,
+// left sky blue, up violet) and the saturation the length, white for none,
+// full colour at `scale` pixels (longer ones darkened).
 png::RgbImage flow_picture(const host::Tensor& grid, double scale);
 // The longest displacement of the field, in pixels (a flow_picture scale).
 double longest_displacement(const host::Tensor& grid);
