@@ -19,9 +19,11 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// How the moving image is sampled: bicubic, because its interpolant has a
-// continuous gradient, so the loss is smooth in the parameters (bilinear's
-// kinks at every pixel edge stall a quasi-Newton method near the optimum).
+// How the moving image is sampled: bicubic, whose interpolant has a
+// continuous gradient, so the loss is smooth in the parameters (bilinear
+// has a kink at every pixel edge). On the built-in example bilinear ended
+// 1.6x higher in loss and at 0.069 / 0.46 px mean / max displacement error
+// against bicubic's 0.058 / 0.34.
 Options sampling_options(int num_threads) {
   return {Interpolation::kBicubic, Padding::kBorder, /*align_corners=*/false, num_threads};
 }
