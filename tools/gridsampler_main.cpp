@@ -487,7 +487,10 @@ Command add_register_command(CLI::App& app) {
                   "Write warped.png, diff_before.png, diff_after.png, flow.png and result.json to DIR (created if "
                   "missing; default: write nothing)")
       ->type_name("DIR");
-  cmd->add_option("--threads", args->threads, "Threads, 0 = all (default: 0)")->type_name("T");
+  cmd->add_option("--threads", args->threads,
+                  "Threads of the library's calls on levels of 2^17 samples (pixels x channels) or more, 0 = all "
+                  "(default: 1)")
+      ->type_name("T");
   CLI::Option* size = cmd->add_option(
       "--size", args->size,
       "Built-in example only: its images are SIZE x SIZE pixels, " + std::to_string(reg::kMinExampleSize) + ".." +

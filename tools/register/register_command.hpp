@@ -23,7 +23,11 @@ struct RegisterCommand {
   std::string fixed, moving;  // PNG files; both empty: the built-in example
   std::string transform = "affine+elastic";
   int iterations = kDefaultIterations;
-  int threads = 0;            // 0: all the library may use
+  // The library's threads (0: all it may use). One by default: a
+  // registration makes thousands of calls of a few milliseconds, and on a
+  // shared machine a second thread made every level slower, waiting for a
+  // time slice at each call's barriers (README, "Command line").
+  int threads = 1;
   std::string out_dir;        // empty: write nothing
   int64_t size = kDefaultExampleSize;  // of the built-in example
   bool size_given = false;
