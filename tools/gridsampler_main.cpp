@@ -1,4 +1,5 @@
-// gridsampler: command-line front end of the library, .npy files in and out.
+// gridsampler: command-line front end of the library (.npy files in and out)
+// and of its demonstrations (demo, register: PNG pictures).
 //
 //   gridsampler forward  --input X.npy --grid G.npy --out Y.npy [options]
 //   gridsampler backward --grad GO.npy --input X.npy --grid G.npy
