@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/half.hpp"
+#include "common/run_cli.hpp"
 #include "common/temp_dir.hpp"
 #include "host/element_access.hpp"
 #include "io/npy.hpp"
@@ -29,57 +30,9 @@ namespace fs = std::filesystem;
 
 using gstest::TempDir;
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs the tool with `args`; stdout and stderr are captured in files outside
-// `dir` so that tests can check which files the tool created.
-Result run(const std::vector<std::string>& args) {
-  static TempDir capture;
-  const std::string out = capture.file("stdout");
-  const std::string err = capture.file("stderr");
-  std::string cmd = quote(GS_CLI_PATH);
-  for (const std::string& a : args) cmd.append(" ").append(quote(a));
-  cmd.append(" >").append(quote(out)).append(" 2>").append(quote(err));
-  const int raw = std::system(cmd.c_str());
-  Result r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = read_text(out);
-  r.err = read_text(err);
-  return r;
-}
-
-// Checks the error contract: exit status 2, exactly one line on stderr that
-// starts with "gridsampler: error: " and contains `what`, nothing on stdout.
-void expect_error(const Result& r, const std::string& what) {
-  EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_EQ(r.err.rfind("gridsampler: error: ", 0), 0u) << r.err;
-  ASSERT_FALSE(r.err.empty());
-  EXPECT_EQ(r.err.back(), '\n');
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(what), std::string::npos) << "stderr: " << r.err << "expected: " << what;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-}
+using Result = gstest::CliResult;
+using gstest::expect_error;
+using gstest::run;
 
 void save(const std::string& path, DType dtype, std::vector<int64_t> shape, const std::vector<double>& values) {
   npy::Array a;

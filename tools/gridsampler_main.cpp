@@ -1,8 +1,13 @@
-// gridsampler: command-line front end of the library, .npy files in and out.
+// gridsampler: command-line front end of the library (.npy files in and out)
+// and of its demonstrations (demo, register: PNG pictures).
 //
 //   gridsampler forward  --input X.npy --grid G.npy --out Y.npy [options]
 //   gridsampler backward --grad GO.npy --input X.npy --grid G.npy
 //                        --dx DX.npy --dgrid DG.npy [options] [--no-dx] [--no-dgrid]
+//   gridsampler demo     [--size S] [--dtype D] [--png DIR] [--seed N]
+//   gridsampler register [--fixed F.png --moving M.png] [--transform T] [--iters N]
+//                        [--out DIR] [--threads T] [--size S]
+//   gridsampler bench    --shape ... (see --help)
 //   gridsampler --version
 //
 // Exit status 0 on success, 2 on any error (including bad arguments); an
@@ -14,6 +19,7 @@
 // options and returns the function that runs it; main() only parses and
 // dispatches.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -36,6 +42,8 @@
 #include "gridsampler/gridsampler.hpp"
 #include "host/tensor.hpp"
 #include "io/npy.hpp"
+#include "png_io.hpp"
+#include "register/register_command.hpp"
 
 #ifndef GRIDSAMPLER_VERSION
 #define GRIDSAMPLER_VERSION "unknown"
@@ -461,6 +469,47 @@ Command add_bench_command(CLI::App& app) {
   return {cmd, [args] { return run_bench_command(*args); }};
 }
 
+// gridsampler register
+Command add_register_command(CLI::App& app) {
+  namespace reg = gs::registration;
+  auto args = std::make_shared<reg::RegisterCommand>();
+  CLI::App* cmd = app.add_subcommand(
+      "register", "Find the warp that makes one image look like another, by gradient descent through GridSampler2DGrad");
+  cmd->add_option("--fixed", args->fixed, "The image to match (PNG: grey or RGB, 8 or 16 bits)")->type_name("F.png");
+  cmd->add_option("--moving", args->moving, "The image to warp onto it (PNG, the size of --fixed)")->type_name("M.png");
+  cmd->add_option("--transform", args->transform,
+                  "affine, elastic (a smooth displacement field) or affine+elastic (default)")
+      ->type_name("T");
+  cmd->add_option("--iters", args->iterations,
+                  "Most optimiser steps per pyramid level and pass, 1.." + std::to_string(reg::kMaxIterations) +
+                      " (default: " + std::to_string(reg::kDefaultIterations) + ")")
+      ->type_name("N");
+  cmd->add_option("--out", args->out_dir,
+                  "Write warped.png, diff_before.png, diff_after.png, flow.png and result.json to DIR (created if "
+                  "missing; default: write nothing)")
+      ->type_name("DIR");
+  cmd->add_option("--threads", args->threads,
+                  "Threads of the library's calls on levels of 2^17 samples (pixels x channels) or more, 0 = all "
+                  "(default: 1)")
+      ->type_name("T");
+  CLI::Option* size = cmd->add_option(
+      "--size", args->size,
+      "Built-in example only: its images are SIZE x SIZE pixels, " + std::to_string(reg::kMinExampleSize) + ".." +
+          std::to_string(reg::kMaxExampleSize) + " (default: " + std::to_string(reg::kDefaultExampleSize) + ")");
+  size->type_name("S");
+  cmd->footer(
+      "Without --fixed and --moving it registers a built-in example (the demo's image and a known affine-plus-elastic "
+      "warp of it) and reports how far the recovered displacement is from the true one; with --out it also writes "
+      "fixed.png, moving.png and flow_true.png. Images larger than " +
+      std::to_string(gs::png::kMaxReadPixels) + " pixels are refused.");
+  return {cmd, [args, size] {
+            reg::RegisterCommand command = *args;
+            command.size_given = size->count() > 0;
+            command.show_progress = ::isatty(STDERR_FILENO) != 0;
+            return reg::run_register_command(command, std::cout, std::cerr);
+          }};
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{"gridsampler: 2-D grid sampling (PyTorch's grid_sample) and its gradient, on .npy files.",
                "gridsampler"};
@@ -473,6 +522,7 @@ int run_main(int argc, char** argv) {
   commands.push_back(add_forward_command(app));
   commands.push_back(add_backward_command(app));
   commands.push_back(add_bench_command(app));
+  commands.push_back(add_register_command(app));
   DemoArgs demo_args;
   CLI::App* demo = add_demo_command(app, &demo_args);
 
