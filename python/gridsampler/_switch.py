@@ -111,7 +111,8 @@ class _Stats:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.counts = {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0, "handed_on": 0}
+        self.counts = {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0, "handed_on": 0,
+                       "double_backward": 0}
 
     def add(self, key: str) -> None:
         with self.lock:
@@ -156,18 +157,72 @@ def _backward_kernel(original, keyset, grad, input, grid, interpolation_mode, pa
     return dx, dgrid
 
 
-def _register_second_order(lib: torch.library.Library) -> None:
-    """Where a native second order would be registered; nothing for now.
+class _NativeSecondOrder(torch.autograd.Function):
+    """``aten::grid_sampler_2d_backward`` with gridsampler's double backward as
+    its derivative: the first order is redispatched below autograd (to the CPU
+    kernel above), the second runs natively in one call instead of PyTorch's
+    composite of gathers and scatters around the two first-order operators."""
 
-    Today the derivative of ``aten::grid_sampler_2d_backward`` is PyTorch's own
-    (``grid_sampler_2d_double_backward``, CompositeImplicit), which calls the
-    two first-order operators again and so runs on gridsampler's kernels
-    above. A native double backward would be registered here as
-    ``lib.impl("grid_sampler_2d_backward", kernel, "AutogradCPU", with_keyset=True)``
-    — taking over the operator's autograd on CPU, with
-    ``torch.library.get_kernel("aten::grid_sampler_2d_backward", "AutogradCPU")``
-    for the calls it does not take — so that `disable()` drops it with the rest.
-    """
+    @staticmethod
+    def forward(keyset, grad, input, grid, interpolation_mode, padding_mode, align_corners,
+                output_mask):
+        below = keyset & torch._C._after_autograd_keyset
+        return torch.ops.aten.grid_sampler_2d_backward.default.redispatch(
+            below, grad, input, grid, interpolation_mode, padding_mode, align_corners,
+            output_mask)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, grad, input, grid, interpolation_mode, padding_mode, align_corners, output_mask = inputs
+        ctx.save_for_backward(grad, input, grid)
+        ctx.options = (MODES[interpolation_mode], PADDING_MODES[padding_mode], bool(align_corners))
+        ctx.has_dx = bool(output_mask[0])
+
+    @staticmethod
+    def backward(ctx, gg_dx, gg_dgrid):
+        grad, input, grid = ctx.saved_tensors
+        want = list(ctx.needs_input_grad[1:4])
+        if not any(want):
+            return (None,) * 8
+        _stats.add("double_backward")
+        d = torch.ops.gridsampler.grid_sampler_2d_double_backward(
+            gg_dx if ctx.has_dx else None, gg_dgrid, grad, input, grid, *ctx.options, want)
+        return (None, *(t if w else None for t, w in zip(d, want)), None, None, None, None)
+
+
+def _functorch_wrapped(*tensors: Any) -> bool:
+    is_wrapped = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
+    return is_wrapped is not None and any(isinstance(t, Tensor) and is_wrapped(t) for t in tensors)
+
+
+def _second_order_kernel(original, keyset, grad, input, grid, interpolation_mode, padding_mode,
+                         align_corners, output_mask):
+    # torch.func's transforms wrap tensors (no storage to check): their
+    # derivatives stay PyTorch's formula, which still runs the first-order
+    # operators on gridsampler. Alignment is the CPU kernel's to check (it
+    # hands misaligned calls on) and the second-order operator copies.
+    if (_functorch_wrapped(grad, input, grid)
+            or not takes(input, grid, interpolation_mode, padding_mode, check_alignment=False)
+            or not _plain_cpu(grad, input.dtype) or grad.dim() != 4
+            or tuple(grad.shape) != (input.shape[0], input.shape[1], grid.shape[1], grid.shape[2])
+            or len(output_mask) != 2):
+        return original.call_boxed(keyset, grad, input, grid, interpolation_mode, padding_mode,
+                                   align_corners, output_mask)
+    return _NativeSecondOrder.apply(keyset, grad, input, grid, interpolation_mode, padding_mode,
+                                    align_corners, output_mask)
+
+
+def _register_second_order(lib: torch.library.Library) -> None:
+    """Registers gridsampler's double backward as the derivative of
+    ``aten::grid_sampler_2d_backward`` on CPU only (its AutogradCPU kernel;
+    other devices keep PyTorch's formula), with the kernel registered before
+    for the calls it does not take. The native formula is not differentiable
+    again: a third order through the switch raises a RuntimeError saying so."""
+    import gridsampler.torch  # noqa: F401  (defines the second-order operator)
+    original = torch.library.get_kernel("aten::grid_sampler_2d_backward", "AutogradCPU")
+    lib.impl("grid_sampler_2d_backward",
+             lambda keyset, *args: _second_order_kernel(original, keyset, *args),
+             "AutogradCPU", with_keyset=True)
 
 
 class _State:
@@ -248,8 +303,9 @@ def switch(on: bool = True) -> Iterator[None]:
 
 def switch_stats(reset: bool = False) -> Dict[str, int]:
     """Calls the switch has seen since the last reset: ``grid_sampler_2d`` and
-    ``grid_sampler_2d_backward`` computed by gridsampler, ``handed_on`` to the
-    kernel underneath (PyTorch's). With ``reset=True``, zeroes them after reading."""
+    ``grid_sampler_2d_backward`` computed by gridsampler, ``double_backward``
+    (gridsampler's native second order, as the backward's derivative),
+    ``handed_on`` to the kernel underneath (PyTorch's). With ``reset=True``, zeroes them after reading."""
     with _stats.lock:
         counts = dict(_stats.counts)
         if reset:

@@ -53,7 +53,7 @@ def test_switch_gives_gridsamplers_bits(torch, gt, mode, padding, align, dtype_n
         gt.switch_stats(reset=True)
         on = grads(torch, F.grid_sample, x, g, w, **kwargs)
         stats = gt.switch_stats()
-    assert stats == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 1, "handed_on": 0}
+    assert stats == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 1, "double_backward": 0, "handed_on": 0}
     direct_out = gridsampler.grid_sample(x.detach(), g.detach(), mode, padding, align)
     direct_dx, direct_dg = gridsampler.grid_sample_backward(w, x.detach(), g.detach(), mode,
                                                             padding, align)
@@ -123,8 +123,8 @@ def test_switch_output_mask(torch, switch_on, mask):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_double_backward(torch, gt, mode):
-    """Second order through the switch: PyTorch's formula over gridsampler's
-    first-order operators, equal to PyTorch's own within float64 rounding."""
+    """Second order through the switch: gridsampler's native double backward as the
+    derivative of its first-order backward, equal to PyTorch's within float64 rounding."""
     F = torch.nn.functional
     x0, g0, w = make_problem(torch, torch.float64, seed=23)
 
@@ -141,8 +141,10 @@ def test_double_backward(torch, gt, mode):
         gt.switch_stats(reset=True)
         ours = second_order()
         stats = gt.switch_stats()
-    # The first-order backward, then PyTorch's double backward calls it again.
-    assert stats == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 2, "handed_on": 0}
+    # The first-order backward, then gridsampler's native double backward as
+    # its derivative on CPU.
+    assert stats == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 1, "double_backward": 1,
+                     "handed_on": 0}
     for got, want, name in zip(ours, ref, ("d2/dx", "d2/dgrid")):
         assert_near(got, want, 1e-11, name)
 
@@ -273,7 +275,7 @@ def test_calls_not_taken_are_pytorchs(torch, gt, case):
         gt.switch_stats(reset=True)
         ours = outcome()
         stats = gt.switch_stats()
-    assert stats == {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0, "handed_on": 1}
+    assert stats == {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0, "double_backward": 0, "handed_on": 1}
     assert ours[0] == ref[0]
     if ref[0] == "error":
         assert ours[1] == ref[1]
@@ -303,7 +305,7 @@ def test_enable_disable_idempotent_and_nested(torch, gt):
     F.grid_sample(x, g, align_corners=False)
     assert gt.switch_stats(reset=True)["grid_sampler_2d"] == 1
     assert gt.switch_stats() == {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0,
-                                 "handed_on": 0}
+                                 "double_backward": 0, "handed_on": 0}
     # The context manager restores the state after an exception too.
     with pytest.raises(KeyError):
         with gt.switch():
@@ -358,9 +360,9 @@ def test_torch_compile_what_reaches_the_switch(torch, gt):
             assert_near(a, b, 2e-5, backend)
     torch._dynamo.reset()
     assert counts["aot_eager"] == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 1,
-                                   "handed_on": 0}
+                                   "double_backward": 0, "handed_on": 0}
     assert counts["inductor"] == {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 1,
-                                  "handed_on": 0}
+                                  "double_backward": 0, "handed_on": 0}
 
 
 # The child never imports gridsampler: it reaches the switch's counters, if
@@ -420,7 +422,7 @@ def test_environment_variable(torch, gt, tmp_path, env):
         assert torch.equal(r[name], w), name
     if expect_on:
         assert report["stats"] == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 1,
-                                   "handed_on": 0}
+                                   "double_backward": 0, "handed_on": 0}
         # ... and those are not PyTorch's bits (else this test could not tell).
         assert not all(torch.equal(r[n], p) for n, p in zip(("out", "dx", "dg"), pytorch))
 
