@@ -33,6 +33,9 @@ LLVM_BIN=${LLVM_BIN:-/usr/lib/llvm-14/bin}
 # Threaded tests run under TSan; the others test no threading and would
 # only slow the stage down.
 TSAN_TESTS=(threads_test kernel_vs_reference_test layout_test aclnn_test)
+# Threaded cases of other programs, as target and ctest name pattern (the
+# rest of those programs tests no threading).
+TSAN_CASES=(double_backward_test 'double_backward_test\.DoubleBackward\.BitwiseIdentical')
 
 # Nothing in the sanitizer builds is worth the time of the full SIMD target
 # list or of the benchmarks.
@@ -117,7 +120,7 @@ tsan() {
   # clang must have picked LLVM's libomp, not GCC's libgomp.
   grep -Eq '^OpenMP_CXX_LIB_NAMES:STRING=.*\bomp\b' build-tsan/CMakeCache.txt || {
     echo "ci-sanitize: the TSan build does not use libomp:"; grep '^OpenMP_' build-tsan/CMakeCache.txt; return 1; }
-  cmake --build build-tsan -j"$JOBS" --target "${TSAN_TESTS[@]}"
+  cmake --build build-tsan -j"$JOBS" --target "${TSAN_TESTS[@]}" "${TSAN_CASES[0]}"
   local archer="$LLVM_LIB/libarcher.so"
   [[ -f $archer ]] || { echo "ci-sanitize: $archer is missing (Debian: libomp-14-dev)"; return 1; }
   export OMP_TOOL_LIBRARIES="$archer"
@@ -131,7 +134,7 @@ tsan() {
   grep -q 'Archer detected OpenMP application with TSan' <<<"$probe" || {
     echo "ci-sanitize: Archer did not attach to libomp:"; echo "$probe" | head -20; return 1; }
   local pattern
-  pattern="^($(IFS='|'; echo "${TSAN_TESTS[*]}"))\\."
+  pattern="^($(IFS='|'; echo "${TSAN_TESTS[*]}"))\\.|^${TSAN_CASES[1]}"
   ctest --test-dir build-tsan --output-on-failure -j"$JOBS" --timeout 900 -R "$pattern"
 }
 

@@ -183,3 +183,18 @@ def test_compiled_graphs_refuse_double_backward_as_pytorchs_do():
         messages.append(str(info.value))
     assert messages[0] == messages[1]
     assert "does not currently support double backward" in messages[0]
+
+
+def test_eikonal_example_trains_like_pytorch():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "second_order" / "eikonal_planes.py"
+    spec = importlib.util.spec_from_file_location("eikonal_planes", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    ours, planes_ours = example.train(gst.grid_sample, 4, 4, 16, 512)
+    theirs, planes_theirs = example.train(F.grid_sample, 4, 4, 16, 512)
+    assert ours[-1] < ours[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5)
+    assert (planes_ours - planes_theirs).abs().max().item() < 1e-5
