@@ -137,6 +137,23 @@ TEST_F(Rejections, ForwardOutputShapeDtypeAndOverlap) {
                 "num_threads: must be 0 (all) or positive, got -1");
 }
 
+// A thread count above the bound is refused, not handed to OpenMP (10^9
+// threads made libgomp abort the process, out of memory for the team).
+TEST_F(Rejections, ThreadCountAboveTheBound) {
+  const int bound = gridsampler::max_threads();
+  ASSERT_GE(bound, 64);
+  for (int threads : {bound + 1, 1000000000, std::numeric_limits<int>::max()}) {
+    Options opt;
+    opt.num_threads = threads;
+    const std::string message =
+        "num_threads: at most " + std::to_string(bound) + " on this machine, got " + std::to_string(threads);
+    forward_fails("forward " + std::to_string(threads), p_.input.view(), p_.grid.view(), out_.mutable_view(),
+                  opt, kInvalid, message);
+    backward_fails("backward " + std::to_string(threads), p_.grad.view(), p_.input.view(), p_.grid.view(),
+                   dx_.mutable_view(), dgrid_.mutable_view(), opt, kInvalid, message);
+  }
+}
+
 // Outputs against every input and each other, including views that
 // interleave (disjoint elements, overlapping address ranges: refused).
 TEST_F(Rejections, OutputsOverlapEveryOtherTensor) {

@@ -16,7 +16,8 @@ computation is registered as two ``torch.library`` custom operators with fake
 
 The backward operator returns an empty tensor (shape (0,)) for an output its
 ``output_mask`` leaves out. The operators use ``torch.get_num_threads()``
-threads (results do not depend on the count). Needs torch >= 2.4.
+threads, capped at ``gridsampler.max_threads()`` (results do not depend on
+the count). Needs torch >= 2.4.
 """
 
 from __future__ import annotations
@@ -40,7 +41,16 @@ if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "regist
         + torch.__version__)
 
 
+def _threads() -> int:
+    # torch's setting, like OMP_NUM_THREADS, is the environment's: capped at
+    # the library's bound rather than refused.
+    return min(torch.get_num_threads(), _C.max_threads())
+
+
 def _check_tensors(input: Tensor, grid: Tensor) -> None:
+    for name, t in (("input", input), ("grid", grid)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if input.dim() != 4:
         raise ValueError(f"input: expected 4 dimensions, got {input.dim()}"
                          + (" (5-D, volumetric sampling, is not supported)"
@@ -62,7 +72,7 @@ def grid_sampler_2d(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
     _check_tensors(input, grid)
     out = torch.empty(_out_shape(input, grid), dtype=input.dtype, device=input.device)
     _C.forward(input.detach(), grid.detach(), out, mode, padding_mode, align_corners,
-               num_threads=torch.get_num_threads())
+               num_threads=_threads())
     return out
 
 
@@ -86,7 +96,7 @@ def grid_sampler_2d_backward(grad: Tensor, input: Tensor, grid: Tensor, mode: st
                         device=input.device)
     _C.backward(grad.detach(), input.detach(), grid.detach(), dx if want_dx else None,
                 dgrid if want_dgrid else None, mode, padding_mode, align_corners,
-                num_threads=torch.get_num_threads())
+                num_threads=_threads())
     return dx, dgrid
 
 

@@ -200,6 +200,9 @@ NB_MODULE(_gridsampler, m) {
         nb::arg("uint16_as_bfloat16") = false,
         "Writes the gradients of grid_sample into `dx` (shape of input) and `dgrid` (shape of "
         "grid); None skips that output (output_mask).");
+  m.def("max_threads", &gs::max_threads,
+        "The most threads one call may use (num_threads above it is refused; OpenMP's default "
+        "is capped at it): 4 per hardware thread, at least 64, within OMP_THREAD_LIMIT.");
   m.def("release_cached_memory", &gs::release_cached_memory,
         "Frees the buffers every thread keeps between calls (at most 32 MiB per calling "
         "thread); a buffer in use by a running call is freed when that call returns.");
