@@ -413,6 +413,37 @@ TEST(HugeCoordinates, PixelIndexBeyondInt32AndInt64) {
   }
 }
 
+// Axes longer than 2^24 pixels, where float32 cannot hold fx + 1 for every
+// pixel fx: a constant image (zero strides, 2^52 virtual pixels) samples to
+// its value wherever the taps are inside, as in PyTorch. (The weights were
+// once formed as (fx + 1) - ix, which is 0 there.)
+TEST(HugeCoordinates, BilinearOnAxesLongerThan2To24) {
+  const float value = 3.0f;
+  const Shape4 shape{1, 2, int64_t{1} << 26, int64_t{1} << 26};
+  const TensorView input{&value, DType::kFloat32, shape, {0, 0, 0, 0}};
+  // (x, y) well inside, and x on the first pixel's outer half (ix = -0.5,
+  // exact in float32: border clamps it to the pixel).
+  const float xy[4][2] = {{0.25f, -0.5f}, {-0.75f, 0.5f}, {0.999f, 0.0f}, {-1.0f, 0.125f}};
+  Tensor grid(DType::kFloat32, {1, 1, 4, 2});
+  for (int i = 0; i < 4; ++i) {
+    grid.set(0, 0, i, 0, xy[i][0]);
+    grid.set(0, 0, i, 1, xy[i][1]);
+  }
+  for (Padding padding : {Padding::kZeros, Padding::kBorder}) {
+    for (bool reference : {false, true}) {
+      auto fwd = reference ? &gridsampler::reference::grid_sampler_2d : &gridsampler::grid_sampler_2d;
+      Tensor out(DType::kFloat32, {1, 2, 1, 4});
+      out.fill(kNaN);
+      ASSERT_TRUE(fwd(input, grid.view(), out.mutable_view(), {Interpolation::kBilinear, padding, false}).ok());
+      for (int c = 0; c < 2; ++c) {
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(out.get(0, c, 0, i), 3.0) << reference << " point " << i;
+        // x = -1: half a pixel before the first centre (zeros: weight 1/2).
+        EXPECT_EQ(out.get(0, c, 0, 3), padding == Padding::kZeros ? 1.5 : 3.0) << reference;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Offsets beyond 2^31 (and 2^32) elements: float16 tensors whose strides
 // spread a few elements over a sparse mapping of 12 GiB that is never
