@@ -57,9 +57,14 @@ def _is_jax_array(x: Any) -> bool:
     return jax is not None and isinstance(x, getattr(jax, "Array", ()))
 
 
-def _coerce(x: Any) -> Any:
+def _coerce(name: str, x: Any) -> Any:
     """Arrays as they are; anything without a shape (nested lists) through NumPy."""
-    return x if hasattr(x, "shape") else _np.asarray(x)
+    if hasattr(x, "shape"):
+        return x
+    try:
+        return _np.asarray(x)
+    except ValueError as e:  # ragged lists
+        raise ValueError(f"{name}: cannot make an array of it: {e}") from None
 
 
 def _check_ndim(name: str, x: Any) -> Tuple[int, ...]:
@@ -200,7 +205,7 @@ def grid_sample(input: Any, grid: Any, mode: str = "bilinear", padding_mode: str
     """
     _check_options(mode, padding_mode)
     num_threads = _num_threads(num_threads)
-    input, grid = _coerce(input), _coerce(grid)
+    input, grid = _coerce("input", input), _coerce("grid", grid)
     n, c, _, _ = _check_ndim("input", input)
     _, hout, wout, _ = _check_ndim("grid", grid)
     frame = _Frame(input)
@@ -223,7 +228,7 @@ def grid_sample_backward(grad: Any, input: Any, grid: Any, mode: str = "bilinear
     _check_options(mode, padding_mode)
     num_threads = _num_threads(num_threads)
     want_dx, want_dgrid = (bool(m) for m in output_mask)
-    grad, input, grid = _coerce(grad), _coerce(input), _coerce(grid)
+    grad, input, grid = _coerce("grad", grad), _coerce("input", input), _coerce("grid", grid)
     in_shape = _check_ndim("input", input)
     grid_shape = _check_ndim("grid", grid)
     _check_ndim("grad", grad)

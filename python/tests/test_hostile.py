@@ -1,4 +1,6 @@
-"""The hostile sweep of the Python API (hostile_cases.py), in child processes.
+"""The hostile sweep of the Python API, in child processes: the cases of
+hostile_numpy_cases.py (the plain API) and hostile_torch_cases.py
+(gridsampler.torch with tensors that require grad), run by hostile_child.py.
 
 A case that crashes the interpreter fails here instead of ending the run.
 Cases run in batches, one child per environment (importing torch costs a
@@ -13,9 +15,11 @@ import sys
 
 import pytest
 
-from hostile_cases import CASES
+import hostile_numpy_cases  # noqa: F401 (registers its cases)
+import hostile_torch_cases  # noqa: F401
+from hostile_support import CASES
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_cases.py")
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_child.py")
 TIMEOUT_S = 300
 
 
@@ -46,8 +50,8 @@ def _run_batch(names, env, script=CHILD):
                              "why": f"the process died ({how}):\n{stderr[-2000:]}"}
     elif len(outcomes) < len(names):  # it died between cases, or never started
         missing = next(n for n in names if n not in outcomes)
-        outcomes[missing] = {"case": missing, "ok": False,
-                             "why": f"the child stopped before this case (exit {rc}):\n{stderr[-2000:]}"}
+        why = f"the child stopped before this case (exit {rc}):\n{stderr[-2000:]}"
+        outcomes[missing] = {"case": missing, "ok": False, "why": why}
     return outcomes
 
 
@@ -63,7 +67,7 @@ def _run_all(names, env, script=CHILD):
 @pytest.fixture(scope="module")
 def outcomes():
     groups = {}
-    for name, (_fn, env, _torch) in CASES.items():
+    for name, (_fn, env) in CASES.items():
         groups.setdefault(tuple(sorted(env.items())), []).append(name)
     results = {}
     for env, names in groups.items():

@@ -133,7 +133,8 @@ ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
       plan.copy_bytes = static_cast<std::size_t>(threads * slot * lanes * elem);
     }
   }
-  if (plan.lanes == 1) plan.threads = team_for(p, static_cast<uint64_t>(p.n * ((pixels + kTile - 1) / kTile)));  // (n, tile)
+  // Planar: tasks (n, tile).
+  if (plan.lanes == 1) plan.threads = team_for(p, static_cast<uint64_t>(p.n * ((pixels + kTile - 1) / kTile)));
   plan.flat_taps = plan.lanes == 1 && flat_taps(p);
   const KernelTable table = kernels(p.dtype);
   const auto mode = static_cast<int>(p.options.interpolation);
