@@ -309,8 +309,11 @@ def _():
     g = np.asarray([[[[0.25, -0.5], [-0.75, 0.5], [0.999, 0.0], [3.0, 0.0]]]], np.float32)
     out = sample(x, g, "nearest", "zeros", True)
     assert out.ravel().tolist() == [3.0, 3.0, 3.0, 0.0], out
-    out = sample(x, g, "bilinear", "border", False)
-    assert np.abs(out - 3.0).max() <= 3 * 2e-6, out
+    # Bilinear at the points inside. (Border clamps (3, 0) to x = W - 1 =
+    # 2^30 - 1, which float32 rounds to 2^30, outside the image.)
+    for padding in ("zeros", "border"):
+        out = sample(x, g[:, :, :3], "bilinear", padding, False)
+        assert out.ravel().tolist() == [3.0, 3.0, 3.0], (padding, out)
     # Only dgrid (dx would hold the image's 2^62 elements): nearest has no
     # gradient along the grid, bilinear a finite one.
     go = np.ones((1, 1, 1, 4), np.float32)
@@ -352,8 +355,12 @@ def _():
     g = special_grid(np.float64)
     w = rng.standard_normal((1, 3, 6, 6))
     finite = np.isfinite(g).all(-1)[0]  # points with both coordinates finite
+    # PyTorch counts reflections of a huge coordinate in an int, which
+    # overflows (undefined); the library counts them in floating point.
+    moderate = finite & (np.abs(g) < 1e6).all(-1)[0]
     for mode in gridsampler.MODES:
         for padding in gridsampler.PADDING_MODES:
+            comparable = moderate if padding == "reflection" else finite
             for align in (False, True):
                 what = f"{mode} {padding} {align}"
                 out = sample(x, g, mode, padding, align)
@@ -366,8 +373,9 @@ def _():
                 # Where both coordinates are finite, torch's values.
                 ref_out, _, ref_dgrid = torch_reference(x, np.where(np.isfinite(g), g, 0), w, mode,
                                                         padding, align)
-                close(out[0][:, finite], ref_out.numpy()[0][:, finite], "float64", what + " out")
-                close(dgrid[0][finite], ref_dgrid.numpy()[0][finite], "float64", what + " dgrid")
+                c = comparable
+                close(out[0][:, c], ref_out.numpy()[0][:, c], "float64", what + " out")
+                close(dgrid[0][c], ref_dgrid.numpy()[0][c], "float64", what + " dgrid")
                 # dx is the adjoint of the forward: <out, w> = <x, dx>.
                 lhs, rhs = float((out * w).sum()), float((x * dx).sum())
                 assert abs(lhs - rhs) <= 1e-9 * max(1.0, abs(lhs)), (what, lhs, rhs)
