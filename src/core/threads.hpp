@@ -4,10 +4,10 @@
 
 namespace gridsampler::detail {
 
-// Hardware threads per thread a call may use, and the bound's floor: enough
+// Threads a call may use per hardware thread, and the bound's floor: enough
 // to oversubscribe a small machine (a script written for a larger one still
-// runs), few enough that no count makes OpenMP allocate more than a few
-// hundred thread stacks. A libgomp team of 10^5 threads dies inside
+// runs), few enough that OpenMP never builds a team of more than a small
+// multiple of the machine. A libgomp team of 10^5 threads dies inside
 // GOMP_parallel, and per-thread workspaces grow with the team.
 constexpr int kThreadsPerProcessor = 4;
 constexpr int kMinThreadBound = 64;
