@@ -592,6 +592,57 @@ TEST_F(cliBenchFiles, MismatchesAreErrors) {
 }
 
 // ---------------------------------------------------------------------------
+// Thread counts: none takes the process down.
+
+TEST(cliThreads, AboveTheBoundIsAnError) {
+  // This one used to ask for a 320 GB workspace.
+  const std::string n = std::to_string(gridsampler::max_threads());
+  expect_error(run({"bench", "--threads", "100000", "--shape", "1,1,8,8,8,8"}),
+               "--threads: at most " + n + " on this machine, got 100000");
+  expect_error(run({"bench", "--threads", std::to_string(gridsampler::max_threads() + 1)}),
+               "--threads: at most " + n + " on this machine");
+  // OpenMP's thread limit lowers the bound.
+  expect_error(run({"bench", "--threads", "4", "--shape", "1,1,8,8,8,8"}, {"OMP_THREAD_LIMIT=3"}),
+               "--threads: at most 3 on this machine, got 4");
+  const Result r = run({"bench", "--threads", "3", "--shape", "1,2,8,8,8,8", "--reps", "1"}, {"OMP_THREAD_LIMIT=3"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json_number(r.out, "threads"), 3) << r.out;
+}
+
+TEST(cliThreads, AtTheBound) {
+  const Result r = run({"bench", "--threads", std::to_string(gridsampler::max_threads()), "--shape",
+                        "2,3,8,8,8,8", "--reps", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json_number(r.out, "threads"), gridsampler::max_threads()) << r.out;
+}
+
+// OMP_NUM_THREADS above the bound (10^5 made libgomp crash inside
+// GOMP_parallel) is capped: the calls run and give the right values.
+TEST(cliThreads, HugeOmpNumThreadsIsCapped) {
+  const std::vector<std::string> env = {"OMP_NUM_THREADS=100000"};
+  const Result r = run({"bench", "--shape", "1,1,8,8,8,8", "--reps", "1"}, env);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json_number(r.out, "threads"), gridsampler::max_threads()) << r.out;
+  const Result fwd = run({"bench", "--op", "forward", "--shape", "2,20,16,16,64,64", "--reps", "1"}, env);
+  ASSERT_EQ(fwd.status, 0) << fwd.err;
+
+  TempDir dir;
+  save(dir.file("x.npy"), DType::kFloat64, {1, 1, 2, 2}, {1, 2, 3, 4});
+  save(dir.file("g.npy"), DType::kFloat64, {1, 1, 4, 2}, {0, 0, -0.5, -0.5, 0.5, -0.5, 2.0, -0.5});
+  const Result y = run({"forward", "--input", dir.file("x.npy"), "--grid", dir.file("g.npy"), "--out",
+                        dir.file("y.npy")}, env);
+  ASSERT_EQ(y.status, 0) << y.err;
+  EXPECT_EQ(load(dir.file("y.npy")).values, (std::vector<double>{2.5, 1, 2, 0}));
+  save(dir.file("go.npy"), DType::kFloat64, {1, 1, 1, 4}, {1, 1, 1, 1});
+  const Result b = run({"backward", "--grad", dir.file("go.npy"), "--input", dir.file("x.npy"), "--grid",
+                        dir.file("g.npy"), "--dx", dir.file("dx.npy"), "--dgrid", dir.file("dg.npy")}, env);
+  ASSERT_EQ(b.status, 0) << b.err;
+  // dx: the bilinear weights of the three points inside (the middle, and the
+  // centres of pixels (0, 0) and (0, 1)), summed per pixel.
+  EXPECT_EQ(load(dir.file("dx.npy")).values, (std::vector<double>{1.25, 1.25, 0.25, 0.25}));
+}
+
+// ---------------------------------------------------------------------------
 // Help and version.
 
 TEST(cliHelp, HelpAndVersionExitZero) {

@@ -252,9 +252,12 @@ TEST(DoubleBackward, MaskedOutputsAreNotWritten) {
 }
 
 // Shapes that take every split: one task per image, pixel chunks, channel
-// blocks, and both; float16 goes through workspace accumulators.
+// blocks (also past the interleaved block's 64 channels), and both; float16
+// goes through workspace accumulators.
 TEST(DoubleBackward, BitwiseIdenticalForAnyThreadCount) {
-  const Dims dims[] = {{3, 2, 9, 11, 7, 6}, {1, 5, 40, 44, 96, 96}, {1, 12, 20, 20, 16, 16}, {20, 2, 6, 6, 5, 5}};
+  // Interleaved (2+ channels) and planar (1 channel, pixel chunks) tasks.
+  const Dims dims[] = {{3, 2, 9, 11, 7, 6},     {1, 5, 40, 44, 96, 96}, {1, 40, 20, 20, 16, 16},
+                       {20, 2, 6, 6, 5, 5},     {2, 1, 30, 30, 80, 80}, {1, 70, 6, 6, 5, 5}};
   for (const Dims& d : dims) {
     for (DType dt : {DType::kFloat32, DType::kFloat16}) {
       for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kBicubic}) {

@@ -137,6 +137,23 @@ TEST_F(Rejections, ForwardOutputShapeDtypeAndOverlap) {
                 "num_threads: must be 0 (all) or positive, got -1");
 }
 
+// A thread count above the bound is refused, not handed to OpenMP (10^9
+// threads made libgomp abort the process, out of memory for the team).
+TEST_F(Rejections, ThreadCountAboveTheBound) {
+  const int bound = gridsampler::max_threads();
+  ASSERT_GE(bound, 64);
+  for (int threads : {bound + 1, 1000000000, std::numeric_limits<int>::max()}) {
+    Options opt;
+    opt.num_threads = threads;
+    const std::string message =
+        "num_threads: at most " + std::to_string(bound) + " on this machine, got " + std::to_string(threads);
+    forward_fails("forward " + std::to_string(threads), p_.input.view(), p_.grid.view(), out_.mutable_view(),
+                  opt, kInvalid, message);
+    backward_fails("backward " + std::to_string(threads), p_.grad.view(), p_.input.view(), p_.grid.view(),
+                   dx_.mutable_view(), dgrid_.mutable_view(), opt, kInvalid, message);
+  }
+}
+
 // Outputs against every input and each other, including views that
 // interleave (disjoint elements, overlapping address ranges: refused).
 TEST_F(Rejections, OutputsOverlapEveryOtherTensor) {
@@ -391,6 +408,37 @@ TEST(HugeCoordinates, PixelIndexBeyondInt32AndInt64) {
         EXPECT_GE(r.out, mode == Interpolation::kBicubic ? -1.0 : 1.0) << what;
         EXPECT_LE(r.out, mode == Interpolation::kBicubic ? 10.0 : 8.0) << what;
         EXPECT_TRUE(std::isfinite(r.dgrid_x)) << what;
+      }
+    }
+  }
+}
+
+// Axes longer than 2^24 pixels, where float32 cannot hold fx + 1 for every
+// pixel fx: a constant image (zero strides, 2^52 virtual pixels) samples to
+// its value wherever the taps are inside, as in PyTorch. (The weights were
+// once formed as (fx + 1) - ix, which is 0 there.)
+TEST(HugeCoordinates, BilinearOnAxesLongerThan2To24) {
+  const float value = 3.0f;
+  const Shape4 shape{1, 2, int64_t{1} << 26, int64_t{1} << 26};
+  const TensorView input{&value, DType::kFloat32, shape, {0, 0, 0, 0}};
+  // (x, y) well inside, and x on the first pixel's outer half (ix = -0.5,
+  // exact in float32: border clamps it to the pixel).
+  const float xy[4][2] = {{0.25f, -0.5f}, {-0.75f, 0.5f}, {0.999f, 0.0f}, {-1.0f, 0.125f}};
+  Tensor grid(DType::kFloat32, {1, 1, 4, 2});
+  for (int i = 0; i < 4; ++i) {
+    grid.set(0, 0, i, 0, xy[i][0]);
+    grid.set(0, 0, i, 1, xy[i][1]);
+  }
+  for (Padding padding : {Padding::kZeros, Padding::kBorder}) {
+    for (bool reference : {false, true}) {
+      auto fwd = reference ? &gridsampler::reference::grid_sampler_2d : &gridsampler::grid_sampler_2d;
+      Tensor out(DType::kFloat32, {1, 2, 1, 4});
+      out.fill(kNaN);
+      ASSERT_TRUE(fwd(input, grid.view(), out.mutable_view(), {Interpolation::kBilinear, padding, false}).ok());
+      for (int c = 0; c < 2; ++c) {
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(out.get(0, c, 0, i), 3.0) << reference << " point " << i;
+        // x = -1: half a pixel before the first centre (zeros: weight 1/2).
+        EXPECT_EQ(out.get(0, c, 0, 3), padding == Padding::kZeros ? 1.5 : 3.0) << reference;
       }
     }
   }

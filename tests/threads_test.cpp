@@ -1,10 +1,17 @@
 // Results are bit-for-bit the same for any thread count and across runs, on
 // shapes that exercise every work split of the backward (one task per
 // (n, channel block); pixel chunks when there are few tasks; several channel
-// blocks per image), and they agree with the reference.
+// blocks per image), and they agree with the reference. Thread counts are
+// bounded (gridsampler::max_threads()), and a plan's team and per-thread
+// memory follow its tasks, not the count asked for.
 #include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
 
 #include "common/problem.hpp"
+#include "core/validate.hpp"
+#include "cpu/plan.hpp"
 
 namespace gstest {
 namespace {
@@ -74,6 +81,79 @@ TEST(Threads, MaskedRunsMatchFullRuns) {
     const Outputs dgrid_only = run_threads(p, 3, {false, true});
     EXPECT_EQ(dx_only.dx.storage(), full.dx.storage()) << split.name;
     EXPECT_EQ(dgrid_only.dgrid.storage(), full.dgrid.storage()) << split.name;
+  }
+}
+
+// The rule gridsampler.hpp documents.
+TEST(Threads, BoundIsFourPerProcessorAtLeast64WithinTheThreadLimit) {
+  EXPECT_EQ(gridsampler::max_threads(),
+            std::min(std::max(64, 4 * omp_get_num_procs()), omp_get_thread_limit()));
+}
+
+// A problem as validation makes it, for the planner alone (no data).
+gridsampler::detail::Problem planned(const Dims& d, DType dtype, int threads) {
+  gridsampler::detail::Problem p;
+  p.n = d.n, p.c = d.c, p.in_h = d.in_h, p.in_w = d.in_w, p.out_h = d.out_h, p.out_w = d.out_w;
+  p.input_strides = p.dx_strides = gridsampler::contiguous_strides({d.n, d.c, d.in_h, d.in_w});
+  p.dtype = dtype;
+  p.options.num_threads = threads;
+  return p;
+}
+
+// A plan runs at most as many threads as it has tasks, and sizes its
+// per-thread memory by that team: asking for more costs nothing.
+TEST(Threads, PerThreadMemoryFollowsTheTeamThatRuns) {
+  using gridsampler::cpu::plan_backward;
+  using gridsampler::cpu::plan_forward;
+  const int bound = gridsampler::max_threads();
+  // Backward in bfloat16 (a float32 accumulator plane per thread), one task:
+  // a 1024x1024 plane, too large for pixel chunks.
+  const Dims one_task{1, 1, 1024, 1024, 64, 64};
+  const auto alone = plan_backward(planned(one_task, DType::kBFloat16, 1));
+  const auto asked = plan_backward(planned(one_task, DType::kBFloat16, bound));
+  EXPECT_EQ(asked.threads, 1);
+  EXPECT_EQ(asked.pixel_chunks, 1);
+  EXPECT_EQ(asked.workspace_bytes, alone.workspace_bytes);
+  EXPECT_GE(alone.workspace_bytes, (1024 * 1024 + 1) * sizeof(float));
+  EXPECT_LT(alone.workspace_bytes, (1024 * 1024 + 1) * sizeof(float) + 256);
+  // 128 tasks (one per image): a scratch plane for each thread of the team.
+  const Dims many_tasks{128, 1, 32, 32, 8, 8};
+  const auto one = plan_backward(planned(many_tasks, DType::kBFloat16, 1));
+  const auto all = plan_backward(planned(many_tasks, DType::kBFloat16, bound));
+  EXPECT_EQ(all.threads, std::min(bound, 128));
+  EXPECT_EQ(all.workspace_bytes - 64, static_cast<std::size_t>(all.threads) * (one.workspace_bytes - 64));
+
+  // Forward: 16 channels read through a per-thread channel-minor copy of the
+  // plane; 8x8 output pixels make one task.
+  const Dims one_range{1, 16, 256, 256, 8, 8};
+  const auto copy = plan_forward(planned(one_range, DType::kFloat32, 1));
+  const auto copies = plan_forward(planned(one_range, DType::kFloat32, bound));
+  EXPECT_EQ(copies.lanes, 16);
+  EXPECT_EQ(copies.threads, 1);
+  EXPECT_EQ(copies.copy_bytes, copy.copy_bytes);
+  EXPECT_EQ(copy.copy_bytes, (256 * 256 + 1) * 16 * sizeof(float));
+  // Planar: 128 tiles of 64 output pixels.
+  EXPECT_EQ(plan_forward(planned({1, 1, 8, 8, 64, 128}, DType::kFloat32, bound)).threads, std::min(bound, 128));
+}
+
+// OpenMP's default above the bound (OMP_NUM_THREADS, omp_set_num_threads) is
+// capped, not refused; the bound itself is a valid count. Same bits.
+TEST(Threads, OpenMPsDefaultAboveTheBoundIsCapped) {
+  const int bound = gridsampler::max_threads();
+  const Problem p = Problem::random(kSplits[0].dims, DType::kFloat32,
+                                    {Interpolation::kBicubic, Padding::kBorder, false}, 3);
+  const Outputs one = run_threads(p, 1);
+  const Outputs at_bound = run_threads(p, bound);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(100000);
+  const int planned_threads = gridsampler::cpu::plan_forward(planned({1, 1, 8, 8, 64, 128}, DType::kFloat32, 0)).threads;
+  const Outputs capped = run_threads(p, 0);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(planned_threads, std::min(bound, 128));
+  for (const Outputs* o : {&at_bound, &capped}) {
+    EXPECT_EQ(o->out.storage(), one.out.storage());
+    EXPECT_EQ(o->dx.storage(), one.dx.storage());
+    EXPECT_EQ(o->dgrid.storage(), one.dgrid.storage());
   }
 }
 

@@ -1,6 +1,5 @@
 #include "bench.hpp"
 
-#include <omp.h>
 #include <sys/resource.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -15,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/threads.hpp"
 #include "host/tensor.hpp"
 
 namespace gridsampler::bench {
@@ -145,7 +145,8 @@ Status run_bench(const BenchOptions& o, std::ostream& out) {
   const double bytes = static_cast<double>(dtype_size(o.dtype)) *
                        (o.backward ? static_cast<double>(out_count + 2 * in_count + 2 * grid_count)
                                    : static_cast<double>(in_count + grid_count + out_count));
-  const int threads = o.options.num_threads > 0 ? o.options.num_threads : omp_get_max_threads();
+  // The threads the calls asked for (a plan runs no more than its tasks).
+  const int threads = detail::call_threads(o.options.num_threads);
   out << "{\"op\": \"" << (o.backward ? "backward" : "forward") << "\", \"shape\": [" << n << ", " << c << ", "
       << in_h << ", " << in_w << ", " << out_h << ", " << out_w << "], \"mode\": \""
       << to_string(o.options.interpolation) << "\", \"padding\": \"" << to_string(o.options.padding)

@@ -393,6 +393,11 @@ gs::Status run_bench_command(const BenchArgs& args) {
   std::optional<gs::DType> requested;
   if (gs::Status s = resolve_sampling(args.sampling, &o.options, &requested); !s.ok()) return s;
   o.options.num_threads = args.options.options.num_threads;
+  if (o.options.num_threads < 0) return error("--threads: must be 0 (all) or positive");
+  if (o.options.num_threads > gs::max_threads()) {
+    return error("--threads: at most " + std::to_string(gs::max_threads()) + " on this machine, got " +
+                 std::to_string(o.options.num_threads));
+  }
   o.dtype = requested.value_or(gs::DType::kFloat32);
   std::vector<int64_t> dims;
   std::size_t at = 0;
@@ -439,7 +444,6 @@ gs::Status run_bench_command(const BenchArgs& args) {
   if (!args.grad.empty()) o.grad = &grad.tensor;
   if (args.layout != "nchw" && args.layout != "nhwc") return error("--layout: expected nchw or nhwc, got '" + args.layout + "'");
   o.channels_last = args.layout == "nhwc";
-  if (o.options.num_threads < 0) return error("--threads: must be 0 (all) or positive");
   return gs::bench::run_bench(o, std::cout);
 }
 
@@ -460,7 +464,10 @@ Command add_bench_command(CLI::App& app) {
   add_sampling_options(cmd, &args->sampling);
   cmd->add_option("--layout", args->layout, "nchw (default) or nhwc: memory of input, grad, output and dx")
       ->type_name("LAYOUT");
-  cmd->add_option("--threads", args->options.options.num_threads, "Threads, 0 = all (default: 0)")->type_name("T");
+  cmd->add_option("--threads", args->options.options.num_threads,
+                  "Threads, at most " + std::to_string(gs::max_threads()) +
+                      " on this machine; 0 = OpenMP's default (OMP_NUM_THREADS), capped so (default: 0)")
+      ->type_name("T");
   cmd->add_option("--reps", args->options.reps, "Timed repetitions after one warm-up (default: 20)")->type_name("R");
   cmd->footer("Data: the --input, --grid and --grad files where given (converted to --dtype, stored in --layout); "
               "otherwise input and grad uniform in [-1, 1], grid uniform in [-1.1, 1.1], fixed seed. gbps counts the "

@@ -91,10 +91,20 @@ struct Options {
   Interpolation interpolation = Interpolation::kBilinear;
   Padding padding = Padding::kZeros;
   bool align_corners = false;
-  // Threads to use; 0 means all the library may use (OpenMP's default, which
-  // OMP_NUM_THREADS sets). Results are bit-for-bit the same for any value.
+  // Threads to use, at most max_threads() (more is an invalid argument); 0
+  // means OpenMP's default (OMP_NUM_THREADS, omp_set_num_threads), capped at
+  // max_threads(). A call never runs more threads than it has tasks. Results
+  // are bit-for-bit the same for any value.
   int num_threads = 0;
 };
+
+// The most threads one call may use: 4 per hardware thread the process may
+// run on (omp_get_num_procs()), at least 64, and never more than OpenMP's
+// thread limit (omp_get_thread_limit(), OMP_THREAD_LIMIT). Fixed at the first
+// call. It keeps any thread count from taking the process down: OpenMP
+// aborts or crashes on teams of ~10^5 threads, and per-thread workspaces
+// grow with the team.
+GRIDSAMPLER_API int max_threads();
 
 // Which gradients grid_sampler_2d_backward computes. An output that is not
 // wanted is neither validated, read nor written (its view may be empty).

@@ -21,6 +21,7 @@ Errors: a dtype problem raises ``TypeError``, any other bad argument
 
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any, Sequence, Tuple
 
@@ -29,8 +30,8 @@ import numpy as _np
 from . import _gridsampler as _C
 
 __all__ = ["grid_sample", "grid_sample_backward", "grid_sample_double_backward",
-           "release_cached_memory", "cached_memory_bytes",
-           "MODES", "PADDING_MODES"]
+           "release_cached_memory", "cached_memory_bytes", "max_threads", "MODES",
+           "PADDING_MODES"]
 __version__ = "0.1.0"
 
 MODES = ("bilinear", "nearest", "bicubic")
@@ -57,9 +58,14 @@ def _is_jax_array(x: Any) -> bool:
     return jax is not None and isinstance(x, getattr(jax, "Array", ()))
 
 
-def _coerce(x: Any) -> Any:
+def _coerce(name: str, x: Any) -> Any:
     """Arrays as they are; anything without a shape (nested lists) through NumPy."""
-    return x if hasattr(x, "shape") else _np.asarray(x)
+    if hasattr(x, "shape"):
+        return x
+    try:
+        return _np.asarray(x)
+    except ValueError as e:  # ragged lists
+        raise ValueError(f"{name}: cannot make an array of it: {e}") from None
 
 
 def _check_ndim(name: str, x: Any) -> Tuple[int, ...]:
@@ -77,6 +83,26 @@ def _check_options(mode: str, padding_mode: str) -> None:
         raise ValueError(
             f"padding_mode: unknown value {padding_mode!r} "
             "(expected 'zeros', 'border' or 'reflection')")
+
+
+# The extension takes num_threads as a C int.
+_INT_MAX = 2**31 - 1
+
+
+def _num_threads(value: Any) -> int:
+    """``num_threads`` as the extension takes it: an integer that fits a C int."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"num_threads: expected an integer, got {type(value).__name__}") from None
+    # The library's rule and message (core/validate.cpp), for the values a C
+    # int cannot carry to it.
+    if n > _INT_MAX:
+        raise ValueError(f"num_threads: at most {_C.max_threads()} on this machine, got {n}")
+    if n < -_INT_MAX - 1:
+        raise ValueError(f"num_threads: must be 0 (all) or positive, got {n}")
+    return n
 
 
 def _is_numpy_bfloat16(dtype: Any) -> bool:
@@ -139,7 +165,7 @@ class _Frame:
              num_threads: int = 0) -> None:
         args = [self.arg(n, a) for n, a in zip(names, arrays)]
         try:
-            fn(*args, *options, num_threads=int(num_threads), uint16_as_bfloat16=self.bfloat16)
+            fn(*args, *options, num_threads=num_threads, uint16_as_bfloat16=self.bfloat16)
         except TypeError:
             # An argument nanobind cannot read in place makes it refuse the
             # whole call without naming the argument: name it.
@@ -173,12 +199,14 @@ def grid_sample(input: Any, grid: Any, mode: str = "bilinear", padding_mode: str
 
     Same semantics as ``torch.nn.functional.grid_sample`` on 4-D input; returns
     (N, C, Hout, Wout) in the dtype of ``input``. Not differentiable: use
-    ``gridsampler.torch.grid_sample`` for autograd. ``num_threads``: 0 uses
-    all the threads OpenMP allows (``OMP_NUM_THREADS``); results do not
-    depend on it.
+    ``gridsampler.torch.grid_sample`` for autograd. ``num_threads``: at most
+    ``max_threads()`` (more raises ``ValueError``); 0 uses OpenMP's default
+    (``OMP_NUM_THREADS``) capped at ``max_threads()``. Results do not depend
+    on it.
     """
     _check_options(mode, padding_mode)
-    input, grid = _coerce(input), _coerce(grid)
+    num_threads = _num_threads(num_threads)
+    input, grid = _coerce("input", input), _coerce("grid", grid)
     n, c, _, _ = _check_ndim("input", input)
     _, hout, wout, _ = _check_ndim("grid", grid)
     frame = _Frame(input)
@@ -199,8 +227,9 @@ def grid_sample_backward(grad: Any, input: Any, grid: Any, mode: str = "bilinear
     ``output_mask`` entry is False is not computed and returned as None.
     """
     _check_options(mode, padding_mode)
+    num_threads = _num_threads(num_threads)
     want_dx, want_dgrid = (bool(m) for m in output_mask)
-    grad, input, grid = _coerce(grad), _coerce(input), _coerce(grid)
+    grad, input, grid = _coerce("grad", grad), _coerce("input", input), _coerce("grid", grid)
     in_shape = _check_ndim("input", input)
     grid_shape = _check_ndim("grid", grid)
     _check_ndim("grad", grad)
@@ -248,6 +277,17 @@ def grid_sample_double_backward(gg_dx: Any, gg_dgrid: Any, grad: Any, input: Any
                (gg_dx, gg_dgrid, grad, input, grid, *outs), mode, padding_mode,
                bool(align_corners), num_threads=num_threads)
     return tuple(frame.result(o) for o in outs)
+
+
+def max_threads() -> int:
+    """The most threads one call may use: 4 per hardware thread, at least 64,
+    never more than OpenMP's thread limit (``OMP_THREAD_LIMIT``).
+
+    A larger ``num_threads`` raises ``ValueError``; OpenMP's default
+    (``OMP_NUM_THREADS``) and ``torch.get_num_threads()`` in
+    ``gridsampler.torch`` are capped at it. Fixed for the process.
+    """
+    return _C.max_threads()
 
 
 def release_cached_memory() -> None:

@@ -137,7 +137,7 @@ def _forward_kernel(original, keyset, input, grid, interpolation_mode, padding_m
     # already below autograd here, so nothing is lost.
     _C.forward(input.detach(), grid.detach(), out, MODES[interpolation_mode],
                PADDING_MODES[padding_mode], bool(align_corners),
-               num_threads=torch.get_num_threads())
+               num_threads=min(torch.get_num_threads(), _C.max_threads()))
     return out
 
 
@@ -153,7 +153,7 @@ def _backward_kernel(original, keyset, grad, input, grid, interpolation_mode, pa
     dgrid = torch.empty(grid.shape, dtype=input.dtype, device=input.device)
     _C.backward(grad.detach(), input.detach(), grid.detach(), dx, dgrid,
                 MODES[interpolation_mode], PADDING_MODES[padding_mode], bool(align_corners),
-                num_threads=torch.get_num_threads())
+                num_threads=min(torch.get_num_threads(), _C.max_threads()))
     return dx, dgrid
 
 

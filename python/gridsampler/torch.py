@@ -24,7 +24,8 @@ The backward operators return an empty tensor (shape (0,)) for an output their
 backward, so ``create_graph=True`` gradients can be differentiated again
 (gradient penalties); a third order raises a RuntimeError saying it is not
 supported. The operators use ``torch.get_num_threads()``
-threads (results do not depend on the count). Needs torch >= 2.4.
+threads, capped at ``gridsampler.max_threads()`` (results do not depend on
+the count). Needs torch >= 2.4.
 
 ``grid_sample`` hands every call the operators do not take to
 ``F.grid_sample`` itself: tensors on another device (CUDA, MPS, meta), 5-D
@@ -64,7 +65,16 @@ if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "regist
         + torch.__version__)
 
 
+def _threads() -> int:
+    # torch's setting, like OMP_NUM_THREADS, is the environment's: capped at
+    # the library's bound rather than refused.
+    return min(torch.get_num_threads(), _C.max_threads())
+
+
 def _check_tensors(input: Tensor, grid: Tensor) -> None:
+    for name, t in (("input", input), ("grid", grid)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if input.dim() != 4:
         raise ValueError(f"input: expected 4 dimensions, got {input.dim()}"
                          + (" (5-D, volumetric sampling, is not supported)"
@@ -95,7 +105,7 @@ def grid_sampler_2d(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
     _check_tensors(input, grid)
     out = torch.empty(_out_shape(input, grid), dtype=input.dtype, device=input.device)
     _C.forward(_readable(input), _readable(grid), out, mode, padding_mode, align_corners,
-               num_threads=torch.get_num_threads())
+               num_threads=_threads())
     return out
 
 
@@ -119,7 +129,7 @@ def grid_sampler_2d_backward(grad: Tensor, input: Tensor, grid: Tensor, mode: st
                         device=input.device)
     _C.backward(_readable(grad), _readable(input), _readable(grid), dx if want_dx else None,
                 dgrid if want_dgrid else None, mode, padding_mode, align_corners,
-                num_threads=torch.get_num_threads())
+                num_threads=_threads())
     return dx, dgrid
 
 
@@ -147,7 +157,7 @@ def grid_sampler_2d_double_backward(gg_dx: Optional[Tensor], gg_dgrid: Optional[
                        None if gg_dgrid is None else _readable(gg_dgrid),
                        _readable(grad), _readable(input), _readable(grid),
                        *(o if w else None for o, w in zip(outs, want)),
-                       mode, padding_mode, align_corners, num_threads=torch.get_num_threads())
+                       mode, padding_mode, align_corners, num_threads=_threads())
     return outs[0], outs[1], outs[2]
 
 

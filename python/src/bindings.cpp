@@ -242,6 +242,9 @@ NB_MODULE(_gridsampler, m) {
         "Writes the gradients of <gg_dx, dx> + <gg_dgrid, dgrid> (dx, dgrid = backward(grad, input, "
         "grid)) with respect to grad, input and grid into d_grad, d_input, d_grid; an absent gg_* "
         "counts as zeros, an absent output is not computed.");
+  m.def("max_threads", &gs::max_threads,
+        "The most threads one call may use (num_threads above it is refused; OpenMP's default "
+        "is capped at it): 4 per hardware thread, at least 64, within OMP_THREAD_LIMIT.");
   m.def("release_cached_memory", &gs::release_cached_memory,
         "Frees the buffers every thread keeps between calls (at most 32 MiB per calling "
         "thread); a buffer in use by a running call is freed when that call returns.");

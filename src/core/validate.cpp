@@ -131,6 +131,10 @@ Status check_options(const Options& options) {
     return invalid("num_threads: must be 0 (all) or positive, got " +
                    std::to_string(options.num_threads));
   }
+  if (options.num_threads > max_threads()) {
+    return invalid("num_threads: at most " + std::to_string(max_threads()) + " on this machine, got " +
+                   std::to_string(options.num_threads));
+  }
   return Status::Ok();
 }
 

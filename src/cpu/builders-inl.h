@@ -188,8 +188,8 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
   for (int i = 0; i < count; i += n) {
     const auto x = hn::LoadU(df, ix + i), y = hn::LoadU(df, iy + i);
     const auto fx = hn::Floor(x), fy = hn::Floor(y);
-    const auto west = x - fx, east = (fx + one) - x;
-    const auto north = y - fy, south = (fy + one) - y;
+    const auto west = x - fx, east = one - west;  // as bilinear_taps
+    const auto north = y - fy, south = one - north;
     const auto x0 = hn::And(fx >= zero, fx <= x_last), x1 = hn::And(fx >= minus_one, fx <= x_before_last);
     const auto y0 = hn::And(fy >= zero, fy <= y_last), y1 = hn::And(fy >= minus_one, fy <= y_before_last);
     // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.

@@ -9,14 +9,13 @@
 // the channel loop here already exploits.
 #include "cpu/double_backward.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/coords.hpp"
 #include "core/dtype.hpp"
+#include "core/threads.hpp"
 #include "cpu/stencil.hpp"
 
 namespace gridsampler::cpu {
@@ -30,6 +29,11 @@ using detail::Problem;
 constexpr int64_t kMinTasks = 16;
 constexpr int64_t kMinChunkPixels = 2048;
 constexpr uint64_t kMaxPartialBytes = uint64_t{64} << 20;
+// Interleaved tasks hold at most kMaxBlock channels (their per-channel sums
+// live on the stack), and their copies and accumulators at most
+// kMaxInterleavedBytes in all; beyond that, planes.
+constexpr int64_t kMaxBlock = 64;
+constexpr uint64_t kMaxInterleavedBytes = uint64_t{512} << 20;
 constexpr uint64_t kSaturated = UINT64_MAX;
 
 uint64_t mul(uint64_t a, uint64_t b) {
@@ -92,7 +96,7 @@ S* at(const MutableTensorView& t, int64_t a, int64_t b, int64_t c, int64_t d) {
 }
 
 template <class S, Interpolation M, Padding P, bool kAlign>
-void run(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
+void run_planar(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
          const TensorView& grad, const TensorView& input, const TensorView& grid,
          const MutableTensorView& d_grad, const MutableTensorView& d_input, const MutableTensorView& d_grid,
          unsigned char* ws) {
@@ -248,6 +252,188 @@ void run(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorVi
   }
 }
 
+// The interleaved driver: the same sums as run_planar, per tap a loop over
+// the block's channels through contiguous rows of the copies.
+template <class S, Interpolation M, Padding P, bool kAlign>
+void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
+                     const TensorView& grad, const TensorView& input, const TensorView& grid,
+                     const MutableTensorView& d_grad, const MutableTensorView& d_input,
+                     const MutableTensorView& d_grid, unsigned char* ws) {
+  using T = compute_t<S>;
+  constexpr int K = kTaps<M>;
+  constexpr bool kSmooth = M != Interpolation::kNearest;
+  const Problem& p = plan.problem;
+  const DoubleBackwardMask mask = plan.mask;
+  const bool use_e = plan.has_gg_dx;
+  const bool use_v = plan.has_gg_dgrid && kSmooth;
+  const bool scatter = mask.input && use_v;
+  const int64_t pixels = p.out_h * p.out_w, plane = p.in_h * p.in_w;
+  const int64_t blocks = plan.channel_blocks, cb = plan.channel_block;
+  const int64_t chunks = plan.pixel_chunks, chunk = plan.chunk_pixels;
+  T* values = reinterpret_cast<T*>(ws + plan.values);
+  T* gg_values = reinterpret_cast<T*>(ws + plan.gg_values);
+  T* partials = reinterpret_cast<T*>(ws + plan.input_partials);
+  T* grid_partials = reinterpret_cast<T*>(ws + plan.grid_partials);
+  const int64_t slab = plane * cb;  // one (n, block)'s copy
+
+#pragma omp parallel num_threads(plan.threads)
+  {
+    // The copies: tasks (n, block, input row).
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < p.n * blocks * p.in_h; ++task) {
+      const int64_t nb = task / p.in_h, y = task % p.in_h;
+      const int64_t n = nb / blocks, c0 = (nb % blocks) * cb, c1 = std::min(p.c, c0 + cb);
+      for (int a = 0; a < 2; ++a) {
+        if (a == 0 ? !use_v : !use_e) continue;
+        const TensorView& t = a == 0 ? input : gg_dx;
+        T* out = (a == 0 ? values : gg_values) + nb * slab + y * p.in_w * cb;
+        for (int64_t c = c0; c < c1; ++c) {
+          const S* src = at<S>(t, n, c, y, 0);
+          for (int64_t x = 0; x < p.in_w; ++x) out[x * cb + (c - c0)] = load(src[x * t.strides[3]]);
+        }
+      }
+    }
+
+    T sink[kMaxBlock];  // d_input's row when it is not wanted
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
+      const int64_t nb = task / chunks, part = task % chunks;
+      const int64_t n = nb / blocks, block = nb % blocks;
+      const int64_t c0 = block * cb, c1 = std::min(p.c, c0 + cb), nc = c1 - c0;
+      const int64_t q0 = part * chunk, q1 = std::min(pixels, q0 + chunk);
+      const T* X = values + nb * slab;
+      const T* E = gg_values + nb * slab;
+      T* A = scatter ? partials + task * slab : nullptr;
+      if (scatter) std::fill_n(A, slab, T(0));
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t h = q / p.out_w, w = q % p.out_w;
+        const S* g2 = at<S>(grid, n, h, w, 0);
+        const T gx = load(g2[0]), gy = load(g2[grid.strides[3]]);
+        Stencil<T, K> st;
+        build_stencil<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &st);
+        Curvature<T, K> cv;
+        build_curvature<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &cv);
+        T px = 0, py = 0;
+        if (use_v) {
+          const S* gg = at<S>(gg_dgrid, n, h, w, 0);
+          px = load(gg[0]) * st.mult_x;
+          py = load(gg[gg_dgrid.strides[3]]) * st.mult_y;
+        }
+        T G[kMaxBlock], dg[kMaxBlock], txv[kMaxBlock], tyv[kMaxBlock];
+        for (int64_t c = 0; c < nc; ++c) {
+          G[c] = load(*at<S>(grad, n, c0 + c, h, w));
+          dg[c] = txv[c] = tyv[c] = T(0);
+        }
+        for (int k = 0; k < K; ++k) {
+          if (!st.valid[k]) continue;
+          const int64_t off = (st.y[k] * p.in_w + st.x[k]) * cb;
+          const T wk = st.w[k], ax = st.dw_dx[k], ay = st.dw_dy[k];
+          if (use_v) {
+            const T v = px * ax + py * ay;
+            const T sx = px * cv.xx[k] + py * cv.xy[k], sy = px * cv.xy[k] + py * cv.yy[k];
+            const T* xr = X + off;
+            T* ar = scatter ? A + off : sink;
+            if (use_e) {
+              const T* er = E + off;
+              for (int64_t c = 0; c < nc; ++c) {
+                dg[c] += wk * er[c] + v * xr[c];
+                ar[c] += v * G[c];
+                txv[c] += G[c] * (er[c] * ax + xr[c] * sx);
+                tyv[c] += G[c] * (er[c] * ay + xr[c] * sy);
+              }
+            } else {
+              for (int64_t c = 0; c < nc; ++c) {
+                dg[c] += v * xr[c];
+                ar[c] += v * G[c];
+                txv[c] += G[c] * (xr[c] * sx);
+                tyv[c] += G[c] * (xr[c] * sy);
+              }
+            }
+          } else if (use_e) {
+            const T* er = E + off;
+            for (int64_t c = 0; c < nc; ++c) {
+              dg[c] += wk * er[c];
+              if constexpr (kSmooth) {
+                txv[c] += G[c] * (er[c] * ax);
+                tyv[c] += G[c] * (er[c] * ay);
+              }
+            }
+          }
+        }
+        if (mask.grad) {
+          for (int64_t c = 0; c < nc; ++c) *at<S>(d_grad, n, c0 + c, h, w) = store<S>(dg[c]);
+        }
+        if (mask.grid) {
+          T tx = 0, ty = 0;
+          if constexpr (kSmooth) {
+            for (int64_t c = 0; c < nc; ++c) {
+              tx += txv[c];
+              ty += tyv[c];
+            }
+          }
+          if (blocks == 1) {
+            S* d = at<S>(d_grid, n, h, w, 0);
+            d[0] = store<S>(st.mult_x * tx);
+            d[d_grid.strides[3]] = store<S>(st.mult_y * ty);
+          } else {
+            T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
+            d[0] = st.mult_x * tx;
+            d[1] = st.mult_y * ty;
+          }
+        }
+      }
+    }
+
+    // d_input: the chunks' channel-minor sums in chunk order, rounded once
+    // into d_input's layout; tasks (n, c, input row).
+    if (mask.input) {
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < p.n * p.c * p.in_h; ++task) {
+        const int64_t nc_ = task / p.in_h, y = task % p.in_h;
+        const int64_t n = nc_ / p.c, c = nc_ % p.c;
+        const int64_t nb = n * blocks + c / cb, lane = c % cb;
+        S* row = at<S>(d_input, n, c, y, 0);
+        for (int64_t x = 0; x < p.in_w; ++x) {
+          T sum = 0;
+          if (scatter) {
+            const T* a = partials + nb * chunks * slab + (y * p.in_w + x) * cb + lane;
+            sum = a[0];
+            for (int64_t part = 1; part < chunks; ++part) sum += a[part * slab];
+          }
+          row[x * d_input.strides[3]] = store<S>(sum);
+        }
+      }
+    }
+    if (mask.grid && blocks > 1) {
+#pragma omp for schedule(static)
+      for (int64_t nq = 0; nq < p.n * pixels; ++nq) {
+        const int64_t n = nq / pixels, q = nq % pixels;
+        T sx = 0, sy = 0;
+        for (int64_t block = 0; block < blocks; ++block) {
+          const T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
+          sx += d[0];
+          sy += d[1];
+        }
+        S* d = at<S>(d_grid, n, q / p.out_w, q % p.out_w, 0);
+        d[0] = store<S>(sx);
+        d[d_grid.strides[3]] = store<S>(sy);
+      }
+    }
+  }
+}
+
+template <class S, Interpolation M, Padding P, bool kAlign>
+void run(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
+         const TensorView& grad, const TensorView& input, const TensorView& grid,
+         const MutableTensorView& d_grad, const MutableTensorView& d_input, const MutableTensorView& d_grid,
+         unsigned char* ws) {
+  if (plan.interleaved) {
+    run_interleaved<S, M, P, kAlign>(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, ws);
+  } else {
+    run_planar<S, M, P, kAlign>(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, ws);
+  }
+}
+
 using RunFn = void (*)(const DoubleBackwardPlan&, const TensorView&, const TensorView&, const TensorView&,
                        const TensorView&, const TensorView&, const MutableTensorView&, const MutableTensorView&,
                        const MutableTensorView&, unsigned char*);
@@ -284,7 +470,6 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
   plan.mask = mask;
   plan.has_gg_dx = has_gg_dx;
   plan.has_gg_dgrid = has_gg_dgrid;
-  plan.threads = p.options.num_threads > 0 ? p.options.num_threads : omp_get_max_threads();
   const int64_t pixels = p.out_h * p.out_w;
   const uint64_t elem = p.dtype == DType::kFloat64 ? sizeof(double) : sizeof(float);
   const uint64_t planes_bytes = mul(mul(mul(static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.c)),
@@ -309,12 +494,50 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
   plan.channel_block = std::max<int64_t>(1, (p.c + blocks - 1) / blocks);
   plan.channel_blocks = std::max<int64_t>(1, (p.c + plan.channel_block - 1) / plan.channel_block);
   const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
-  plan.direct_input = compute_type && chunks == 1;
+  const bool smooth = p.options.interpolation != Interpolation::kNearest;
+  const bool scatter = mask.input && has_gg_dgrid && smooth;
+  const bool need_values = has_gg_dgrid && smooth;
+  const auto plane = static_cast<uint64_t>(p.in_h * p.in_w);
+  // The interleaved layout: blocks of at most kMaxBlock channels, split
+  // further for tasks only while blocks keep 8 channels or more (a narrower
+  // run gains little over planes).
+  const int64_t i_blocks = std::max((p.c + kMaxBlock - 1) / kMaxBlock,
+                                    std::min(plan.channel_blocks, std::max<int64_t>(1, p.c / 8)));
+  const int64_t i_block = p.c > 0 ? (p.c + i_blocks - 1) / i_blocks : 1;
+  const uint64_t copy_bytes = mul(mul(mul(static_cast<uint64_t>(p.n), static_cast<uint64_t>(i_blocks)),
+                                      mul(plane, static_cast<uint64_t>(i_block))),
+                                  elem);
+  const uint64_t i_bytes = mul(copy_bytes, (need_values ? 1 : 0) + (has_gg_dx ? 1 : 0) +
+                                               (scatter ? static_cast<uint64_t>(chunks) : 0));
+  plan.interleaved = p.c >= 2 && pixels > 0 && i_bytes <= kMaxInterleavedBytes;
   uint64_t bytes = 64;  // slack to align the start
-  if (mask.input && !plan.direct_input) {
-    plan.input_partials = 0;
-    bytes = align_up(bytes + mul(planes_bytes, static_cast<uint64_t>(chunks)));
+  if (plan.interleaved) {
+    plan.channel_block = i_block;
+    plan.channel_blocks = (p.c + i_block - 1) / i_block;
+    if (need_values) {
+      plan.values = bytes - 64;
+      bytes = align_up(bytes + copy_bytes);
+    }
+    if (has_gg_dx) {
+      plan.gg_values = bytes - 64;
+      bytes = align_up(bytes + copy_bytes);
+    }
+    if (scatter) {
+      plan.input_partials = bytes - 64;
+      bytes = align_up(bytes + mul(copy_bytes, static_cast<uint64_t>(chunks)));
+    }
+  } else {
+    plan.direct_input = compute_type && chunks == 1;
+    if (mask.input && !plan.direct_input) {
+      plan.input_partials = bytes - 64;
+      bytes = align_up(bytes + mul(planes_bytes, static_cast<uint64_t>(chunks)));
+    }
   }
+  // No more threads than tasks (core/threads.hpp bounds the call's count).
+  const uint64_t tasks = mul(mul(static_cast<uint64_t>(p.n), static_cast<uint64_t>(plan.channel_blocks)),
+                             static_cast<uint64_t>(chunks));
+  plan.threads = static_cast<int>(
+      std::clamp<uint64_t>(tasks, 1, static_cast<uint64_t>(detail::call_threads(p.options.num_threads))));
   if (mask.grid && plan.channel_blocks > 1) {
     plan.grid_partials = bytes - 64;
     bytes = align_up(bytes + mul(mul(mul(static_cast<uint64_t>(p.n), plan.channel_blocks),

@@ -32,6 +32,12 @@ struct DoubleBackwardPlan {
   // the compute type and one chunk covers each plane; otherwise workspace
   // planes, dense, one per (n, c, chunk), summed and rounded once at the end.
   bool direct_input = false;
+  // Channels interleaved: each task reads channel-minor copies of its
+  // block's input and gg_dx ([pixel][channel], made once per (n, block)) and
+  // accumulates d_input channel-minor, so that a tap's channels are one
+  // contiguous run (a vector loop) instead of one cache line per channel.
+  bool interleaved = false;
+  std::size_t values = 0, gg_values = 0;  // the copies, [n][block][pixel][channel_block]
   std::size_t input_partials = 0;  // workspace byte offsets
   std::size_t grid_partials = 0;   // per (n, channel block, pixel) d_grid sums, when blocks > 1
   std::size_t workspace_bytes = 0;

@@ -2,14 +2,13 @@
 // plan.hpp), which driver and builder run it, and its scratch layout.
 #include "cpu/plan.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "core/dtype.hpp"
 #include "core/memory.hpp"
+#include "core/threads.hpp"
 #include "cpu/dispatch.hpp"
 #include "cpu/tuning.hpp"
 
@@ -61,8 +60,15 @@ Path path_of(int lanes) {
   return lanes == kLanes ? Path::kLanes : lanes == kNarrowLanes ? Path::kNarrowLanes : Path::kPlanar;
 }
 
-int resolve_threads(const Problem& p) {
-  return p.options.num_threads > 0 ? p.options.num_threads : omp_get_max_threads();
+// The call's threads (core/threads.hpp: at most max_threads()).
+int call_threads(const Problem& p) { return detail::call_threads(p.options.num_threads); }
+
+// The team that runs a parallel region of `tasks` iterations: the call's
+// threads, never more than there are tasks, since an idle thread would still
+// get its per-thread scratch (or forward copy), which the plan sizes by the
+// team.
+int team_for(const Problem& p, uint64_t tasks) {
+  return static_cast<int>(std::clamp<uint64_t>(tasks, 1, static_cast<uint64_t>(call_threads(p))));
 }
 
 // Sets every element of a (validated, non-self-overlapping) view to +0.0:
@@ -100,29 +106,35 @@ void backward_empty(const BackwardPlan& plan, const TensorView&, const TensorVie
 ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
   ForwardPlan plan;
   plan.problem = p;
-  plan.threads = resolve_threads(p);
   // Interleaved for 2 channels or more, with one channel-minor copy of a
   // block's plane per thread, as long as the copies stay reasonable.
   const uint64_t elem = compute_size(p.dtype);
   const auto slot = static_cast<uint64_t>(p.in_h * p.in_w) + 1;
   const int lanes = lanes_for(p.c);
-  if (allow_copies && !p.empty() && p.c >= 2 && slot <= kMaxInterleavedBytes / (lanes * elem) &&
-      static_cast<uint64_t>(plan.threads) <= kMaxForwardCopyBytes / (slot * lanes * elem)) {
-    plan.lanes = lanes;
-    plan.copy_elems = static_cast<int64_t>(slot * lanes);
-    plan.copy_bytes = static_cast<std::size_t>(plan.threads * slot * lanes * elem);
-    const int64_t pixels = p.out_h * p.out_w;
+  const int64_t pixels = p.out_h * p.out_w;
+  if (allow_copies && !p.empty() && p.c >= 2 && slot <= kMaxInterleavedBytes / (lanes * elem)) {
     const int64_t plane = p.in_h * p.in_w;
-    plan.blocks = (p.c + lanes - 1) / lanes;
+    const int64_t blocks = (p.c + lanes - 1) / lanes;
     // Enough pixel ranges to feed the threads, none much smaller than the
     // plane it copies (each output value depends on its pixel alone, so
     // this split changes no bits).
-    const int64_t tasks = p.n * plan.blocks;
-    const int64_t want = (2 * static_cast<int64_t>(plan.threads) + tasks - 1) / tasks;
-    plan.ranges =
+    const int64_t tasks = p.n * blocks;
+    const int64_t want = (2 * static_cast<int64_t>(call_threads(p)) + tasks - 1) / tasks;
+    const int64_t ranges =
         std::clamp<int64_t>(std::min(want, pixels / std::max<int64_t>(plane / 2, kTile)), 1, pixels);
-    plan.range_pixels = ((pixels + plan.ranges - 1) / plan.ranges + kTile - 1) / kTile * kTile;
+    const int threads = team_for(p, static_cast<uint64_t>(tasks * ranges));
+    if (static_cast<uint64_t>(threads) <= kMaxForwardCopyBytes / (slot * lanes * elem)) {
+      plan.threads = threads;
+      plan.lanes = lanes;
+      plan.blocks = blocks;
+      plan.ranges = ranges;
+      plan.range_pixels = ((pixels + ranges - 1) / ranges + kTile - 1) / kTile * kTile;
+      plan.copy_elems = static_cast<int64_t>(slot * lanes);
+      plan.copy_bytes = static_cast<std::size_t>(threads * slot * lanes * elem);
+    }
   }
+  // Planar: tasks (n, tile).
+  if (plan.lanes == 1) plan.threads = team_for(p, static_cast<uint64_t>(p.n * ((pixels + kTile - 1) / kTile)));
   plan.flat_taps = plan.lanes == 1 && flat_taps(p);
   const KernelTable table = kernels(p.dtype);
   const auto mode = static_cast<int>(p.options.interpolation);
@@ -155,7 +167,6 @@ void run_forward(const ForwardPlan& plan, const TensorView& input, const TensorV
 BackwardPlan plan_backward(const Problem& p) {
   BackwardPlan plan;
   plan.problem = p;
-  plan.threads = resolve_threads(p);
   if (p.empty()) {
     plan.fn = &backward_empty;
     return plan;  // no workspace
@@ -209,6 +220,11 @@ BackwardPlan plan_backward(const Problem& p) {
   const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + (plan.lanes > 1 ? 1 : 0);
   if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > kMaxChunkBytes) chunks = 1;
   plan.pixel_chunks = chunks;
+  // A team no larger than the (n, block, chunk) tasks, so that every thread's
+  // scratch serves a task. (The dgrid sums after several channel blocks, a
+  // few additions per output pixel, then run on as many threads as the
+  // tasks did.)
+  plan.threads = team_for(p, mul(tasks, chunks));
   const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
   plan.direct_dx =
       plan.lanes == 1 && p.mask.input && chunks == 1 && compute_type && dense_rows(p, p.dx_strides);

@@ -35,6 +35,9 @@ using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const T
                             const TensorView& grid, const MutableTensorView& dx,
                             const MutableTensorView& dgrid, void* workspace);
 
+// `threads` in both plans: the team of the plan's parallel region, the
+// call's threads (at most max_threads()) capped at the region's tasks; the
+// per-thread scratch and copies are sized by it.
 struct ForwardPlan {
   detail::Problem problem;
   int threads = 1;

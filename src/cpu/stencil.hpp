@@ -52,8 +52,11 @@ inline void bilinear_taps(T ix, T iy, int64_t height, int64_t width, Stencil<T, 
   };
   const T fx = std::floor(ix), fy = std::floor(iy);
   const int64_t x0 = coords::to_index(fx), y0 = coords::to_index(fy);
-  const T west = ix - fx, east = (fx + 1) - ix;
-  const T north = iy - fy, south = (fy + 1) - iy;
+  // PyTorch's 1 - w, not (fx + 1) - ix: from 2^24 (float) fx + 1 rounds
+  // back to fx, which made both weights 0 on axes that long. Below that the
+  // two agree wherever the tap at fx is inside the image.
+  const T west = ix - fx, east = T(1) - west;
+  const T north = iy - fy, south = T(1) - north;
   set(0, y0, x0, south * east, -south, -east);
   set(1, y0, x0 + 1, south * west, south, -west);
   set(2, y0 + 1, x0, north * east, -north, east);

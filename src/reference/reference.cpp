@@ -100,11 +100,13 @@ Sample make_sample(T gx, T gy, const Problem& p) {
     add(coords::to_index(std::nearbyint(iy)), coords::to_index(std::nearbyint(ix)), 1, 0, 0);
     return s;
   }
-  // Bilinear: distances to the four neighbours, in T as PyTorch forms them.
+  // Bilinear: distances to the four neighbours, in T as PyTorch forms them
+  // (1 - w: (fx + 1) - ix is 0 from 2^24 in float, where fx + 1 rounds to fx).
   const T fx = std::floor(ix), fy = std::floor(iy);
   const int64_t x0 = coords::to_index(fx), y0 = coords::to_index(fy);
-  const double west = ix - fx, east = (fx + 1) - ix;
-  const double north = iy - fy, south = (fy + 1) - iy;
+  const T west_t = ix - fx, north_t = iy - fy;
+  const double west = west_t, east = T(1) - west_t;
+  const double north = north_t, south = T(1) - north_t;
   // The weights are bilinear in (ix, iy): the only second derivative is the
   // mixed one, +-1.
   add(y0, x0, south * east, -south, -east, 0, 1, 0);

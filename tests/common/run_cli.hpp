@@ -41,13 +41,16 @@ struct CliResult {
   std::string err;
 };
 
-// Runs the tool with `args`; stdout and stderr are captured in files of a
-// folder of their own, so that tests can check which files the tool created.
-inline CliResult run(const std::vector<std::string>& args) {
+// Runs the tool with `args`, and `env` (VAR=value words) added to its
+// environment; stdout and stderr are captured in files of a folder of their
+// own, so that tests can check which files the tool created.
+inline CliResult run(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   static TempDir capture;
   const std::string out = capture.file("stdout");
   const std::string err = capture.file("stderr");
-  std::string cmd = quote(GS_CLI_PATH);
+  std::string cmd = "env";
+  for (const std::string& e : env) cmd.append(" ").append(quote(e));
+  cmd.append(" ").append(quote(GS_CLI_PATH));
   for (const std::string& a : args) cmd.append(" ").append(quote(a));
   cmd.append(" >").append(quote(out)).append(" 2>").append(quote(err));
   const int raw = std::system(cmd.c_str());
