@@ -15,15 +15,14 @@ Variants: ``torch`` (F.grid_sample: PyTorch's kernels and its composite double
 backward) and ``gridsampler`` (gridsampler.torch.grid_sample: its kernels and
 native double backward). Times: the variants interleaved step by step, median
 per variant and the ratio in the same run. Memory: each variant in its own
-subprocess, peak RSS (ru_maxrss) after the steps minus the same process's
-peak before the first step.
+subprocess, the peak resident size during the steps (VmHWM, which ru_maxrss
+reports, reset before the first step) minus the resident size before it.
 
     python python/benchmarks/second_order_step.py [--threads 2] [--steps 15] [--only eikonal]
 """
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -108,16 +107,25 @@ def time_workload(workload, steps):
 
 
 def peak_mib(workload, variant, steps, threads):
+    """Peak resident memory of `steps` steps above the process's resident
+    memory before them, in a fresh process. The peak (VmHWM, what ru_maxrss
+    reports) is reset to the current size first through /proc/self/clear_refs,
+    so that torch's import and the setup do not hide the steps' peak."""
     code = f"""
-import resource, torch, sys
+import sys, torch
 sys.path.insert(0, {repr(sys.path[0])})
 torch.set_num_threads({threads})
 import second_order_step as b
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
 step = b.make({workload!r})
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+open("/proc/self/clear_refs", "w").write("5")
+before = status("VmRSS")
 for _ in range({steps}):
     step(b.SAMPLERS[{variant!r}])
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+print((status("VmHWM") - before) / 1024)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])

@@ -256,12 +256,13 @@ def grid_sample_double_backward(gg_dx: Any, gg_dgrid: Any, grad: Any, input: Any
     ``output_mask`` entry is False is not computed and returned as None.
     """
     _check_options(mode, padding_mode)
+    num_threads = _num_threads(num_threads)
     want = [bool(m) for m in output_mask]
     if len(want) != 3:
         raise ValueError(f"output_mask: expected 3 entries, got {len(want)}")
-    grad, input, grid = _coerce(grad), _coerce(input), _coerce(grid)
-    gg_dx = None if gg_dx is None else _coerce(gg_dx)
-    gg_dgrid = None if gg_dgrid is None else _coerce(gg_dgrid)
+    grad, input, grid = _coerce("grad", grad), _coerce("input", input), _coerce("grid", grid)
+    gg_dx = None if gg_dx is None else _coerce("gg_dx", gg_dx)
+    gg_dgrid = None if gg_dgrid is None else _coerce("gg_dgrid", gg_dgrid)
     in_shape = _check_ndim("input", input)
     grid_shape = _check_ndim("grid", grid)
     grad_shape = _check_ndim("grad", grad)

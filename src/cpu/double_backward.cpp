@@ -384,23 +384,26 @@ void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, co
       }
     }
 
-    // d_input: the chunks' channel-minor sums in chunk order, rounded once
-    // into d_input's layout; tasks (n, c, input row).
+    // d_input: the chunks' channel-minor sums in chunk order (whole rows of
+    // lanes at a time), rounded once into d_input's layout; tasks (n, block,
+    // input row).
     if (mask.input) {
 #pragma omp for schedule(static)
-      for (int64_t task = 0; task < p.n * p.c * p.in_h; ++task) {
-        const int64_t nc_ = task / p.in_h, y = task % p.in_h;
-        const int64_t n = nc_ / p.c, c = nc_ % p.c;
-        const int64_t nb = n * blocks + c / cb, lane = c % cb;
-        S* row = at<S>(d_input, n, c, y, 0);
+      for (int64_t task = 0; task < p.n * blocks * p.in_h; ++task) {
+        const int64_t nb = task / p.in_h, y = task % p.in_h;
+        const int64_t n = nb / blocks, c0 = (nb % blocks) * cb, nc = std::min(p.c, c0 + cb) - c0;
+        T sum[kMaxBlock];
         for (int64_t x = 0; x < p.in_w; ++x) {
-          T sum = 0;
           if (scatter) {
-            const T* a = partials + nb * chunks * slab + (y * p.in_w + x) * cb + lane;
-            sum = a[0];
-            for (int64_t part = 1; part < chunks; ++part) sum += a[part * slab];
+            const T* a = partials + nb * chunks * slab + (y * p.in_w + x) * cb;
+            for (int64_t c = 0; c < nc; ++c) sum[c] = a[c];
+            for (int64_t part = 1; part < chunks; ++part) {
+              for (int64_t c = 0; c < nc; ++c) sum[c] += a[part * slab + c];
+            }
+          } else {
+            std::fill_n(sum, nc, T(0));
           }
-          row[x * d_input.strides[3]] = store<S>(sum);
+          for (int64_t c = 0; c < nc; ++c) *at<S>(d_input, n, c0 + c, y, x) = store<S>(sum[c]);
         }
       }
     }
@@ -498,22 +501,39 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
   const bool scatter = mask.input && has_gg_dgrid && smooth;
   const bool need_values = has_gg_dgrid && smooth;
   const auto plane = static_cast<uint64_t>(p.in_h * p.in_w);
-  // The interleaved layout: blocks of at most kMaxBlock channels, split
-  // further for tasks only while blocks keep 8 channels or more (a narrower
-  // run gains little over planes).
-  const int64_t i_blocks = std::max((p.c + kMaxBlock - 1) / kMaxBlock,
-                                    std::min(plan.channel_blocks, std::max<int64_t>(1, p.c / 8)));
-  const int64_t i_block = p.c > 0 ? (p.c + i_blocks - 1) / i_blocks : 1;
-  const uint64_t copy_bytes = mul(mul(mul(static_cast<uint64_t>(p.n), static_cast<uint64_t>(i_blocks)),
-                                      mul(plane, static_cast<uint64_t>(i_block))),
-                                  elem);
-  const uint64_t i_bytes = mul(copy_bytes, (need_values ? 1 : 0) + (has_gg_dx ? 1 : 0) +
-                                               (scatter ? static_cast<uint64_t>(chunks) : 0));
-  plan.interleaved = p.c >= 2 && pixels > 0 && i_bytes <= kMaxInterleavedBytes;
+  // The interleaved split: blocks of at most kMaxBlock channels, split
+  // further for tasks while blocks keep 8 channels or more (a narrower run
+  // gains little over planes; blocks cost no memory, unlike pixel chunks,
+  // each of which needs accumulators as large as the block's copy), then
+  // pixel chunks as the accumulators' bound allows.
+  int64_t i_blocks = 1, i_block = 1, i_chunks = 1;
+  uint64_t copy_bytes = 0, i_bytes = kSaturated;
+  if (p.c >= 2 && p.n > 0 && pixels > 0) {
+    i_blocks = std::max((p.c + kMaxBlock - 1) / kMaxBlock,
+                        std::min((kMinTasks / 2 + p.n - 1) / p.n, std::max<int64_t>(1, p.c / 32)));
+    i_block = (p.c + i_blocks - 1) / i_blocks;
+    i_blocks = (p.c + i_block - 1) / i_block;
+    copy_bytes = mul(mul(mul(static_cast<uint64_t>(p.n), static_cast<uint64_t>(i_blocks)),
+                         mul(plane, static_cast<uint64_t>(i_block))),
+                     elem);
+    if (p.n * i_blocks < kMinTasks / 2 && pixels >= 2 * kMinChunkPixels) {
+      i_chunks = std::min((kMinTasks / 2 + p.n * i_blocks - 1) / (p.n * i_blocks), pixels / kMinChunkPixels);
+      if (scatter) {
+        const uint64_t fit = copy_bytes == 0 ? 1 : kMaxPartialBytes / copy_bytes;
+        i_chunks = std::clamp<int64_t>(static_cast<int64_t>(std::min<uint64_t>(fit, 1 << 20)), 1, i_chunks);
+      }
+    }
+    i_bytes = mul(copy_bytes, (need_values ? 1 : 0) + (has_gg_dx ? 1 : 0) +
+                                  (scatter ? static_cast<uint64_t>(i_chunks) : 0));
+  }
+  plan.interleaved = i_bytes <= kMaxInterleavedBytes;
   uint64_t bytes = 64;  // slack to align the start
   if (plan.interleaved) {
+    chunks = i_chunks;
+    plan.pixel_chunks = chunks;
+    plan.chunk_pixels = (pixels + chunks - 1) / chunks;
     plan.channel_block = i_block;
-    plan.channel_blocks = (p.c + i_block - 1) / i_block;
+    plan.channel_blocks = i_blocks;
     if (need_values) {
       plan.values = bytes - 64;
       bytes = align_up(bytes + copy_bytes);
