@@ -16,7 +16,8 @@ backward) and ``gridsampler`` (gridsampler.torch.grid_sample: its kernels and
 native double backward). Times: the variants interleaved step by step, median
 per variant and the ratio in the same run. Memory: each variant in its own
 subprocess, the peak resident size during the steps (VmHWM, which ru_maxrss
-reports, reset before the first step) minus the resident size before it.
+reports, reset after a warm-up step) minus the resident size before the
+measured steps.
 
     python python/benchmarks/second_order_step.py [--threads 2] [--steps 15] [--only eikonal]
 """
@@ -108,7 +109,7 @@ def time_workload(workload, steps):
 
 def peak_mib(workload, variant, steps, threads):
     """Peak resident memory of `steps` steps above the process's resident
-    memory before them, in a fresh process. The peak (VmHWM, what ru_maxrss
+    memory before them, in a fresh process, after one warm-up step. The peak (VmHWM, what ru_maxrss
     reports) is reset to the current size first through /proc/self/clear_refs,
     so that torch's import and the setup do not hide the steps' peak."""
     code = f"""
@@ -121,6 +122,7 @@ def status(key):
         if line.startswith(key + ":"):
             return int(line.split()[1])
 step = b.make({workload!r})
+step(b.SAMPLERS[{variant!r}])  # one-time costs (lazy imports, the op's first call) are not the step's
 open("/proc/self/clear_refs", "w").write("5")
 before = status("VmRSS")
 for _ in range({steps}):

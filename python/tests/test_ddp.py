@@ -17,7 +17,7 @@ def test_ddp_spatial_transformer(torch, gt):
         [sys.executable, str(EXAMPLE), "--check", "--world-size", "2", "--batch", "64",
          "--steps", str(steps), "--threads", "1"],
         capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["world"] == 2
     # Averaged over the ranks' halves = the whole batch in one process, up to
