@@ -95,6 +95,72 @@ S* at(const MutableTensorView& t, int64_t a, int64_t b, int64_t c, int64_t d) {
   return static_cast<S*>(t.data) + a * s[0] + b * s[1] + c * s[2] + d * s[3];
 }
 
+// What both drivers build for one output pixel: its stencil, the weights'
+// second derivatives, and gg_dgrid in pixel units (0 when unused).
+template <class T, int K>
+struct PixelStencil {
+  Stencil<T, K> st;
+  Curvature<T, K> cv;
+  T px = 0, py = 0;
+};
+
+// Inlined into the pixel loops: called once per output pixel, and a call
+// (with its returned struct) cost 10% more instructions on small problems.
+template <class S, Interpolation M, Padding P, bool kAlign>
+[[gnu::always_inline]] inline PixelStencil<compute_t<S>, kTaps<M>> pixel_stencil(const Problem& p, const TensorView& grid,
+                                                   const TensorView& gg_dgrid, bool use_v, int64_t n,
+                                                   int64_t h, int64_t w) {
+  PixelStencil<compute_t<S>, kTaps<M>> ps;
+  const S* g2 = at<S>(grid, n, h, w, 0);
+  const compute_t<S> gx = load(g2[0]), gy = load(g2[grid.strides[3]]);
+  build_stencil<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &ps.st);
+  build_curvature<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &ps.cv);
+  if (use_v) {
+    const S* gg = at<S>(gg_dgrid, n, h, w, 0);
+    ps.px = load(gg[0]) * ps.st.mult_x;
+    ps.py = load(gg[gg_dgrid.strides[3]]) * ps.st.mult_y;
+  }
+  return ps;
+}
+
+// A pixel's d_grid from one task: stored, or with several channel blocks
+// kept as the block's partial sum.
+template <class S, class T>
+void store_grid(const DoubleBackwardPlan& plan, const MutableTensorView& d_grid, T* grid_partials, int64_t n,
+                int64_t block, int64_t h, int64_t w, T dx, T dy) {
+  const detail::Problem& p = plan.problem;
+  if (plan.channel_blocks == 1) {
+    S* d = at<S>(d_grid, n, h, w, 0);
+    d[0] = store<S>(dx);
+    d[d_grid.strides[3]] = store<S>(dy);
+  } else {
+    T* d = grid_partials + ((n * plan.channel_blocks + block) * p.out_h * p.out_w + h * p.out_w + w) * 2;
+    d[0] = dx;
+    d[1] = dy;
+  }
+}
+
+// The channel blocks' d_grid partial sums added in block order and stored;
+// a work-sharing loop of the enclosing parallel region.
+template <class S, class T>
+void sum_grid_partials(const DoubleBackwardPlan& plan, const T* grid_partials, const MutableTensorView& d_grid) {
+  const detail::Problem& p = plan.problem;
+  const int64_t pixels = p.out_h * p.out_w, blocks = plan.channel_blocks;
+#pragma omp for schedule(static)
+  for (int64_t nq = 0; nq < p.n * pixels; ++nq) {
+    const int64_t n = nq / pixels, q = nq % pixels;
+    T sx = 0, sy = 0;
+    for (int64_t block = 0; block < blocks; ++block) {
+      const T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
+      sx += d[0];
+      sy += d[1];
+    }
+    S* d = at<S>(d_grid, n, q / p.out_w, q % p.out_w, 0);
+    d[0] = store<S>(sx);
+    d[d_grid.strides[3]] = store<S>(sy);
+  }
+}
+
 template <class S, Interpolation M, Padding P, bool kAlign>
 void run_planar(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
          const TensorView& grad, const TensorView& input, const TensorView& grid,
@@ -143,18 +209,10 @@ void run_planar(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const T
       }
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t h = q / p.out_w, w = q % p.out_w;
-        const S* g2 = at<S>(grid, n, h, w, 0);
-        const T gx = load(g2[0]), gy = load(g2[grid.strides[3]]);
-        Stencil<T, K> st;
-        build_stencil<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &st);
-        Curvature<T, K> cv;
-        build_curvature<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &cv);
-        T px = 0, py = 0;  // gg_dgrid in pixel units
-        if (use_v) {
-          const S* gg = at<S>(gg_dgrid, n, h, w, 0);
-          px = load(gg[0]) * st.mult_x;
-          py = load(gg[gg_dgrid.strides[3]]) * st.mult_y;
-        }
+        const PixelStencil<T, K> ps = pixel_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, h, w);
+        const Stencil<T, K>& st = ps.st;
+        const Curvature<T, K>& cv = ps.cv;
+        const T px = ps.px, py = ps.py;
         // Per tap: v (d_grad's and d_input's weight), the curvature terms of
         // d_grid, and where it lives in input, gg_dx and the accumulators.
         T v[K], sx[K], sy[K];
@@ -204,15 +262,7 @@ void run_planar(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const T
           }
         }
         if (mask.grid) {
-          if (blocks == 1) {
-            S* d = at<S>(d_grid, n, h, w, 0);
-            d[0] = store<S>(st.mult_x * tx);
-            d[d_grid.strides[3]] = store<S>(st.mult_y * ty);
-          } else {
-            T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
-            d[0] = st.mult_x * tx;
-            d[1] = st.mult_y * ty;
-          }
+          store_grid<S>(plan, d_grid, grid_partials, n, block, h, w, st.mult_x * tx, st.mult_y * ty);
         }
       }
     }
@@ -234,21 +284,7 @@ void run_planar(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const T
         }
       }
     }
-    if (mask.grid && blocks > 1) {
-#pragma omp for schedule(static)
-      for (int64_t nq = 0; nq < p.n * pixels; ++nq) {
-        const int64_t n = nq / pixels, q = nq % pixels;
-        T sx = 0, sy = 0;
-        for (int64_t block = 0; block < blocks; ++block) {
-          const T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
-          sx += d[0];
-          sy += d[1];
-        }
-        S* d = at<S>(d_grid, n, q / p.out_w, q % p.out_w, 0);
-        d[0] = store<S>(sx);
-        d[d_grid.strides[3]] = store<S>(sy);
-      }
-    }
+    if (mask.grid && blocks > 1) sum_grid_partials<S>(plan, grid_partials, d_grid);
   }
 }
 
@@ -307,18 +343,10 @@ void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, co
       if (scatter) std::fill_n(A, slab, T(0));
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t h = q / p.out_w, w = q % p.out_w;
-        const S* g2 = at<S>(grid, n, h, w, 0);
-        const T gx = load(g2[0]), gy = load(g2[grid.strides[3]]);
-        Stencil<T, K> st;
-        build_stencil<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &st);
-        Curvature<T, K> cv;
-        build_curvature<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &cv);
-        T px = 0, py = 0;
-        if (use_v) {
-          const S* gg = at<S>(gg_dgrid, n, h, w, 0);
-          px = load(gg[0]) * st.mult_x;
-          py = load(gg[gg_dgrid.strides[3]]) * st.mult_y;
-        }
+        const PixelStencil<T, K> ps = pixel_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, h, w);
+        const Stencil<T, K>& st = ps.st;
+        const Curvature<T, K>& cv = ps.cv;
+        const T px = ps.px, py = ps.py;
         T G[kMaxBlock], dg[kMaxBlock], txv[kMaxBlock], tyv[kMaxBlock];
         for (int64_t c = 0; c < nc; ++c) {
           G[c] = load(*at<S>(grad, n, c0 + c, h, w));
@@ -371,15 +399,7 @@ void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, co
               ty += tyv[c];
             }
           }
-          if (blocks == 1) {
-            S* d = at<S>(d_grid, n, h, w, 0);
-            d[0] = store<S>(st.mult_x * tx);
-            d[d_grid.strides[3]] = store<S>(st.mult_y * ty);
-          } else {
-            T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
-            d[0] = st.mult_x * tx;
-            d[1] = st.mult_y * ty;
-          }
+          store_grid<S>(plan, d_grid, grid_partials, n, block, h, w, st.mult_x * tx, st.mult_y * ty);
         }
       }
     }
@@ -407,21 +427,7 @@ void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, co
         }
       }
     }
-    if (mask.grid && blocks > 1) {
-#pragma omp for schedule(static)
-      for (int64_t nq = 0; nq < p.n * pixels; ++nq) {
-        const int64_t n = nq / pixels, q = nq % pixels;
-        T sx = 0, sy = 0;
-        for (int64_t block = 0; block < blocks; ++block) {
-          const T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
-          sx += d[0];
-          sy += d[1];
-        }
-        S* d = at<S>(d_grid, n, q / p.out_w, q % p.out_w, 0);
-        d[0] = store<S>(sx);
-        d[d_grid.strides[3]] = store<S>(sy);
-      }
-    }
+    if (mask.grid && blocks > 1) sum_grid_partials<S>(plan, grid_partials, d_grid);
   }
 }
 
