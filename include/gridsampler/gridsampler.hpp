@@ -1,16 +1,17 @@
-// gridsampler: 2-D grid sampling (PyTorch's grid_sample) and its gradient
-// (GridSampler2DGrad) on the CPU.
+// gridsampler: 2-D and 3-D grid sampling (PyTorch's grid_sample) and their
+// gradients (GridSampler2DGrad, GridSampler3DGrad) on the CPU.
 //
 // Contract of every call in this header:
-//   * Tensors are 4-D strided views; shapes and strides count elements, not
-//     bytes. Any strides are accepted (NCHW-contiguous, channels-last, sliced,
+//   * Tensors are strided views, 4-D for images and 5-D for volumes; shapes
+//     and strides count elements, not bytes. Any strides are accepted (NCHW-contiguous, channels-last, sliced,
 //     transposed, negative); results do not depend on the layout.
 //   * All tensors of one call share one dtype. float16 and bfloat16 are
 //     computed and accumulated in float32 and rounded once, to nearest even.
 //   * The library reads only the inputs and writes only the outputs it was
 //     asked for. On any error nothing is written and the returned Status
 //     names the tensor and the rule it broke.
-//   * Empty problems (N, C, Hout or Wout = 0) succeed; dx is then zeros.
+//   * Empty problems (N, C or an output dimension = 0) succeed; dx is then
+//     zeros.
 #pragma once
 
 #include <array>
@@ -59,33 +60,52 @@ class GRIDSAMPLER_API Status {
 };
 
 using Shape4 = std::array<int64_t, 4>;
+using Shape5 = std::array<int64_t, 5>;
 
 // Strides (in elements) of a densely packed row-major tensor of `shape`.
 GRIDSAMPLER_API Shape4 contiguous_strides(const Shape4& shape);
 // Strides of a logical (N, C, H, W) tensor stored as N, H, W, C in memory.
 GRIDSAMPLER_API Shape4 channels_last_strides(const Shape4& shape);
+// The same for volumes: row-major (N, C, D, H, W), and N, D, H, W, C in
+// memory (NDHWC, PyTorch's channels_last_3d). Own names rather than
+// overloads, so that a braced shape keeps choosing the 4-D function.
+GRIDSAMPLER_API Shape5 contiguous_strides_5d(const Shape5& shape);
+GRIDSAMPLER_API Shape5 channels_last_strides_5d(const Shape5& shape);
 
-// A 4-D view of memory the caller owns. `Ptr` is `const void*` for inputs
-// and `void*` for outputs; an output view converts to an input view.
-template <class Ptr>
+// A strided view of memory the caller owns, of rank 4 (images) or 5
+// (volumes). `Ptr` is `const void*` for inputs and `void*` for outputs; an
+// output view converts to an input view.
+template <class Ptr, std::size_t Rank = 4>
 struct BasicTensorView {
+  static_assert(Rank == 4 || Rank == 5, "gridsampler views are 4-D or 5-D");
+  using Shape = std::array<int64_t, Rank>;
   Ptr data = nullptr;
   DType dtype = DType::kFloat32;
-  Shape4 shape{};
-  Shape4 strides{};
+  Shape shape{};
+  Shape strides{};
 
-  static BasicTensorView contiguous(Ptr data, DType dtype, const Shape4& shape) {
-    return {data, dtype, shape, contiguous_strides(shape)};
+  static BasicTensorView contiguous(Ptr data, DType dtype, const Shape& shape) {
+    if constexpr (Rank == 4) {
+      return {data, dtype, shape, contiguous_strides(shape)};
+    } else {
+      return {data, dtype, shape, contiguous_strides_5d(shape)};
+    }
   }
-  static BasicTensorView channels_last(Ptr data, DType dtype, const Shape4& shape) {
-    return {data, dtype, shape, channels_last_strides(shape)};
+  static BasicTensorView channels_last(Ptr data, DType dtype, const Shape& shape) {
+    if constexpr (Rank == 4) {
+      return {data, dtype, shape, channels_last_strides(shape)};
+    } else {
+      return {data, dtype, shape, channels_last_strides_5d(shape)};
+    }
   }
-  operator BasicTensorView<const void*>() const {  // NOLINT(google-explicit-constructor)
+  operator BasicTensorView<const void*, Rank>() const {  // NOLINT(google-explicit-constructor)
     return {data, dtype, shape, strides};
   }
 };
 using TensorView = BasicTensorView<const void*>;
 using MutableTensorView = BasicTensorView<void*>;
+using VolumeView = BasicTensorView<const void*, 5>;
+using MutableVolumeView = BasicTensorView<void*, 5>;
 
 struct Options {
   Interpolation interpolation = Interpolation::kBilinear;
@@ -106,7 +126,8 @@ struct Options {
 // grow with the team.
 GRIDSAMPLER_API int max_threads();
 
-// Which gradients grid_sampler_2d_backward computes. An output that is not
+// Which gradients grid_sampler_2d_backward and grid_sampler_3d_backward
+// compute. An output that is not
 // wanted is neither validated, read nor written (its view may be empty).
 struct OutputMask {
   bool input = true;  // dx
@@ -126,6 +147,24 @@ GRIDSAMPLER_API Status grid_sampler_2d_backward(TensorView grad, TensorView inpu
                                                 MutableTensorView dx, MutableTensorView dgrid,
                                                 const Options& options = {},
                                                 OutputMask mask = {});
+
+// Volumes: PyTorch's 5-D grid_sample. output[n, c, d, h, w] = sample of
+// input[n, c] at grid[n, d, h, w, :].
+//   input (N, C, Din, Hin, Win), Din, Hin, Win > 0; grid (N, Dout, Hout,
+//   Wout, 3) holding (x, y, z) in [-1, 1], x indexing W, y H and z D;
+//   output (N, C, Dout, Hout, Wout).
+// Each component is unnormalised, padded and differentiated as in 2-D along
+// its own axis. bilinear is trilinear (8 taps), bicubic tricubic (64 taps,
+// padded per tap), nearest rounds each component half to even.
+GRIDSAMPLER_API Status grid_sampler_3d(VolumeView input, VolumeView grid, MutableVolumeView output,
+                                       const Options& options = {});
+
+// GridSampler3DGrad: gradients of grid_sampler_3d with respect to input (dx,
+// shape of input) and grid (dgrid, shape of grid), given the gradient `grad`
+// (N, C, Dout, Hout, Wout) of its output. Same rules as the 2-D backward.
+GRIDSAMPLER_API Status grid_sampler_3d_backward(VolumeView grad, VolumeView input, VolumeView grid,
+                                                MutableVolumeView dx, MutableVolumeView dgrid,
+                                                const Options& options = {}, OutputMask mask = {});
 
 // Which gradients grid_sampler_2d_double_backward computes; the same rule
 // as OutputMask for what is not wanted.

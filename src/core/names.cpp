@@ -7,6 +7,14 @@ Shape4 contiguous_strides(const Shape4& s) { return {s[1] * s[2] * s[3], s[2] * 
 
 Shape4 channels_last_strides(const Shape4& s) { return {s[2] * s[3] * s[1], 1, s[3] * s[1], s[1]}; }
 
+Shape5 contiguous_strides_5d(const Shape5& s) {
+  return {s[1] * s[2] * s[3] * s[4], s[2] * s[3] * s[4], s[3] * s[4], s[4], 1};
+}
+
+Shape5 channels_last_strides_5d(const Shape5& s) {
+  return {s[2] * s[3] * s[4] * s[1], 1, s[3] * s[4] * s[1], s[4] * s[1], s[1]};
+}
+
 std::string_view to_string(DType dtype) {
   switch (dtype) {
     case DType::kFloat16: return "float16";

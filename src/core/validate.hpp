@@ -10,14 +10,20 @@
 namespace gridsampler::detail {
 
 // The sizes of one validated call.
+// Volumes (grid_sampler_3d) set `volume`, the depths and the 5-D strides;
+// an image has depth 1 and leaves the 5-D strides zero.
 struct Problem {
   int64_t n = 0, c = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t in_d = 1, out_d = 1;
+  bool volume = false;
   Shape4 input_strides{};  // element strides of the input (planners choose kernels by its layout)
   Shape4 dx_strides{};     // ... and of dx (backward)
+  Shape5 input_strides_5d{};  // volumes: the input's strides
+  Shape5 dx_strides_5d{};     // volumes: dx's strides
   DType dtype = DType::kFloat32;
   Options options;
   OutputMask mask;
-  bool empty() const { return n == 0 || c == 0 || out_h == 0 || out_w == 0; }
+  bool empty() const { return n == 0 || c == 0 || out_d == 0 || out_h == 0 || out_w == 0; }
 };
 
 // How error messages name the tensors: the C++ API's names by default; the
@@ -45,6 +51,16 @@ Status validate_backward(const TensorView& grad, const TensorView& input, const 
                          const MutableTensorView& dx, const MutableTensorView& dgrid,
                          const Options& options, OutputMask mask, Problem* problem,
                          const TensorNames& names = {});
+
+// Volumes: the same rules over 5-D views (grid's last dimension 3).
+Status validate_forward_3d(const VolumeView& input, const VolumeView& grid,
+                           const MutableVolumeView& output, const Options& options, Problem* problem,
+                           const TensorNames& names = {});
+
+Status validate_backward_3d(const VolumeView& grad, const VolumeView& input, const VolumeView& grid,
+                            const MutableVolumeView& dx, const MutableVolumeView& dgrid,
+                            const Options& options, OutputMask mask, Problem* problem,
+                            const TensorNames& names = {});
 
 // gg_dx and gg_dgrid are absent when their data is null (their shapes are
 // then not checked); the outputs are checked as `mask` asks. Sets

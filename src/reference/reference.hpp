@@ -20,4 +20,11 @@ Status grid_sampler_2d_double_backward(TensorView gg_dx, TensorView gg_dgrid, Te
                                        MutableTensorView d_input, MutableTensorView d_grid,
                                        const Options& options = {}, DoubleBackwardMask mask = {});
 
+Status grid_sampler_3d(VolumeView input, VolumeView grid, MutableVolumeView output,
+                       const Options& options = {});
+
+Status grid_sampler_3d_backward(VolumeView grad, VolumeView input, VolumeView grid,
+                                MutableVolumeView dx, MutableVolumeView dgrid,
+                                const Options& options = {}, OutputMask mask = {});
+
 }  // namespace gridsampler::reference
