@@ -497,6 +497,32 @@ def test_numpy_errors(arrays, kwargs, exc, message):
         gridsampler.grid_sample_backward(w, x, g, **kwargs)
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_volume_of_two_to_the_36_voxels(mode):
+    """A ramp along W broadcast to 2^12 x 2^12 x 2^12 voxels (stride 0 along D
+    and H, no memory): voxel counts and indices past 32 bits, values and
+    coordinate gradients as the ramp gives them analytically."""
+    size = 2**12
+    x = np.broadcast_to(np.arange(size, dtype=np.float32), (1, 1, size, size, size))
+    g = np.array([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0], [0.9991, 0.9999, 0.99],
+                  [0.3001, -0.7, 0.99999]], np.float32).reshape(1, 1, 2, 2, 3)
+    out = gridsampler.grid_sample(x, g, mode, "border", True)
+    ix = (g[..., 0].astype(np.float64) + 1) / 2 * (size - 1)  # align_corners: the W index
+    want = ix if mode == "bilinear" else np.rint(ix)
+    np.testing.assert_allclose(out[:, 0], want, rtol=0, atol=1e-3)
+    dx, dgrid = gridsampler.grid_sample_backward(np.ones_like(out), x, g, mode, "border", True,
+                                                 output_mask=(False, True))
+    assert dx is None and dgrid.shape == g.shape
+    # d out / d x = (W - 1) / 2 inside the ramp (0 at the clipped border and
+    # for nearest); the ramp is flat along y and z, up to float32 rounding of
+    # sums of products as large as value x (size - 1) / 2 ~ 2^23.
+    inside = np.abs(g[..., 0]) < 1
+    slope = np.where(inside, (size - 1) / 2, 0.0) if mode == "bilinear" else 0.0
+    np.testing.assert_allclose(dgrid[..., 0], np.broadcast_to(slope, g.shape[:-1]), rtol=1e-6)
+    bound = 4 * np.finfo(np.float32).eps * size * (size - 1) / 2
+    assert np.abs(dgrid[..., 1:]).max() <= bound, dgrid
+
+
 def test_num_threads_same_bits(torch):
     x, g, w = make_problem(torch, torch.float32, seed=18, shape=(2, 4, 6, 7, 8, 5, 6, 7))
     xn, gn, wn = x.numpy(), g.numpy(), w.numpy()
