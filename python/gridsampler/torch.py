@@ -4,10 +4,10 @@ Same signature and results as ``F.grid_sample`` on 4-D and 5-D (volume) CPU
 tensors, differentiable with respect to ``input`` and ``grid`` through
 gridsampler's GridSampler2DGrad and GridSampler3DGrad (only the gradients that
 are needed are computed). The
-computation is registered as two ``torch.library`` custom operators with fake
+computation is registered as ``torch.library`` custom operators with fake
 (meta) implementations, so the function works under ``torch.compile`` and in
 ``torch.export``-ed graphs, where it appears as
-``torch.ops.gridsampler.grid_sampler_2d``:
+``torch.ops.gridsampler.grid_sampler_2d`` (``grid_sampler_3d`` for volumes):
 
     gridsampler::grid_sampler_2d(Tensor input, Tensor grid, str mode,
                                  str padding_mode, bool align_corners) -> Tensor
@@ -34,7 +34,8 @@ RuntimeError saying it is not supported. The 3-D backward's autograd formula
 is **delegated**, not native: it differentiates PyTorch's own
 ``aten::grid_sampler_3d_backward`` under autograd, so second order on volumes
 gives PyTorch's numbers at PyTorch's speed (and a third order whatever PyTorch
-does). The operators use ``torch.get_num_threads()``
+does); the switch's second order on volumes is PyTorch's formula too. The
+operators use ``torch.get_num_threads()``
 threads, capped at ``gridsampler.max_threads()`` (results do not depend on
 the count). Needs torch >= 2.4.
 
