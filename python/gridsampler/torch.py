@@ -308,7 +308,8 @@ def _backward_backward_3d(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tenso
     those of PyTorch's ``aten::grid_sampler_3d_backward`` recomputed under
     autograd, with its own derivative formula. Runs in the autograd engine,
     not inside an operator, so with ``create_graph=True`` the result stays on
-    the graph through PyTorch's nodes (the saved tensors keep their history)."""
+    the graph through PyTorch's nodes (the saved tensors keep their history),
+    and a third order is PyTorch's too."""
     grad, input, grid = ctx.saved_tensors
     want = list(ctx.needs_input_grad[:3])
     none = (None,) * 7
@@ -317,9 +318,13 @@ def _backward_backward_3d(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tenso
     create_graph = torch.is_grad_enabled()
     mode, padding_mode, align_corners = ctx.options
     with torch.enable_grad():
-        # A tensor that needs a gradient requires grad already; the others
-        # are read as constants.
-        args = [t if w else t.detach() for t, w in zip((grad, input, grid), want)]
+        # A tensor that needs a gradient requires grad already: it enters as
+        # a fresh view, so autograd.grad below gives the partial derivatives
+        # at those views and stops there (grad may itself depend on input or
+        # grid; the engine outside carries the rest), while with
+        # create_graph the results stay functions of the saved tensors. The
+        # others are read as constants.
+        args = [t.view_as(t) if w else t.detach() for t, w in zip((grad, input, grid), want)]
         dx, dgrid = torch.ops.aten.grid_sampler_3d_backward(
             *args, MODES.index(mode), PADDING_MODES.index(padding_mode), align_corners,
             ctx.output_mask)
@@ -329,8 +334,12 @@ def _backward_backward_3d(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tenso
         if not pairs:
             return none
         inputs = [a for a, w in zip(args, want) if w]
+        # retain_graph: the views link this local graph to the saved tensors'
+        # graph, which the engine outside still walks after this call (without
+        # it a plain second-order backward finds buffers already freed).
         found = iter(torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
-                                         allow_unused=True, create_graph=create_graph))
+                                         allow_unused=True, create_graph=create_graph,
+                                         retain_graph=True))
     results = [next(found) if w else None for w in want]
     return (*results, None, None, None, None)
 

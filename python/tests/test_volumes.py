@@ -380,6 +380,25 @@ def test_gradgradcheck(torch, gt, mode):
             atol=1e-6)
 
 
+def test_second_and_third_order_with_a_dependent_upstream_gradient(torch, gt):
+    """loss = out^2: the upstream gradient of the first order depends on the
+    grid itself. Second and third order through the drop-in are F.grid_sample's
+    (the delegated formula returns partial derivatives; autograd adds the
+    rest), in the order they are taken."""
+    F = torch.nn.functional
+    x0, g0, _ = make_problem(torch, torch.float64, seed=26, shape=(1, 2, 3, 4, 5, 2, 3, 4))
+    results = []
+    for sample in (gt.grid_sample, F.grid_sample):
+        x, g = x0.clone().requires_grad_(), g0.clone().requires_grad_()
+        out = sample(x, g, "bicubic", "border", False)
+        dx, dg = torch.autograd.grad(out.square().sum(), (x, g), create_graph=True)
+        second = torch.autograd.grad(dg.square().sum() + (dx * x).sum(), (x, g), create_graph=True)
+        third = torch.autograd.grad(second[1].square().sum(), (x, g))
+        results.append((*second, *third))
+    for name, a, b in zip(("ddx", "ddg", "dddx", "dddg"), *results):
+        assert_near(a.detach(), b.detach(), 1e-9, name)
+
+
 def test_second_order_one_input_at_a_time(torch, gt):
     """A gradient penalty on dgrid alone (only the grid requires grad) and on
     dx alone (only the input): the delegated formula takes the masks."""
