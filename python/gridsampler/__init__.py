@@ -1,5 +1,8 @@
 """gridsampler: PyTorch's ``grid_sample`` and its gradient (GridSampler2DGrad) on the CPU.
 
+Images (4-D input) and volumes (5-D input, PyTorch's ``grid_sampler_3d`` and
+GridSampler3DGrad) alike.
+
 Framework-neutral functions over any CPU array that speaks DLPack or the
 buffer protocol (NumPy, PyTorch, JAX, ...), read without copying whatever
 its strides::
@@ -68,11 +71,26 @@ def _coerce(name: str, x: Any) -> Any:
         raise ValueError(f"{name}: cannot make an array of it: {e}") from None
 
 
-def _check_ndim(name: str, x: Any) -> Tuple[int, ...]:
+def _check_ndim(name: str, x: Any, rank: int = 4) -> Tuple[int, ...]:
     shape = tuple(int(s) for s in x.shape)
-    if len(shape) != 4:
-        raise ValueError(f"{name}: expected 4 dimensions, got {len(shape)}")
+    if len(shape) != rank:
+        raise ValueError(f"{name}: expected {rank} dimensions, got {len(shape)}"
+                         + ("" if rank == 4 else " (input is 5-D: a volume)"))
     return shape
+
+
+def _input_rank(input: Any) -> int:
+    """4 for images, 5 for volumes: the rank of ``input`` decides which
+    operator a call is, and every other array must have the same."""
+    rank = len(input.shape)
+    if rank not in (4, 5):
+        raise ValueError(f"input: expected 4 dimensions (an image) or 5 (a volume), got {rank}")
+    return rank
+
+
+def _sampler(rank: int) -> Tuple[Any, Any]:
+    """The extension's forward and backward for images or volumes."""
+    return (_C.forward, _C.backward) if rank == 4 else (_C.forward_3d, _C.backward_3d)
 
 
 def _check_options(mode: str, padding_mode: str) -> None:
@@ -195,24 +213,28 @@ def _as_numpy(x: Any) -> Any:
 
 def grid_sample(input: Any, grid: Any, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: bool = False, *, num_threads: int = 0) -> Any:
-    """Samples ``input`` (N, C, Hin, Win) at ``grid`` (N, Hout, Wout, 2) of (x, y) in [-1, 1].
+    """Samples ``input`` (N, C, Hin, Win) at ``grid`` (N, Hout, Wout, 2) of (x, y) in [-1, 1],
+    or a volume ``input`` (N, C, Din, Hin, Win) at ``grid`` (N, Dout, Hout, Wout, 3) of
+    (x, y, z) (x indexes W, y H, z D).
 
-    Same semantics as ``torch.nn.functional.grid_sample`` on 4-D input; returns
-    (N, C, Hout, Wout) in the dtype of ``input``. Not differentiable: use
-    ``gridsampler.torch.grid_sample`` for autograd. ``num_threads``: at most
-    ``max_threads()`` (more raises ``ValueError``); 0 uses OpenMP's default
-    (``OMP_NUM_THREADS``) capped at ``max_threads()``. Results do not depend
-    on it.
+    Same semantics as ``torch.nn.functional.grid_sample`` on 4-D and 5-D input
+    (``bilinear`` is trilinear on volumes, ``bicubic`` tricubic); returns
+    (N, C, Hout, Wout) or (N, C, Dout, Hout, Wout) in the dtype of ``input``.
+    Not differentiable: use ``gridsampler.torch.grid_sample`` for autograd.
+    ``num_threads``: at most ``max_threads()`` (more raises ``ValueError``);
+    0 uses OpenMP's default (``OMP_NUM_THREADS``) capped at ``max_threads()``.
+    Results do not depend on it.
     """
     _check_options(mode, padding_mode)
     num_threads = _num_threads(num_threads)
     input, grid = _coerce("input", input), _coerce("grid", grid)
-    n, c, _, _ = _check_ndim("input", input)
-    _, hout, wout, _ = _check_ndim("grid", grid)
+    rank = _input_rank(input)
+    n, c = _check_ndim("input", input, rank)[:2]
+    out_spatial = _check_ndim("grid", grid, rank)[1:-1]
     frame = _Frame(input)
-    out = frame.empty((n, c, hout, wout))
-    frame.call(_C.forward, ("input", "grid", "output"), (input, grid, out), mode, padding_mode,
-               bool(align_corners), num_threads=num_threads)
+    out = frame.empty((n, c, *out_spatial))
+    frame.call(_sampler(rank)[0], ("input", "grid", "output"), (input, grid, out), mode,
+               padding_mode, bool(align_corners), num_threads=num_threads)
     return frame.result(out)
 
 
@@ -220,24 +242,28 @@ def grid_sample_backward(grad: Any, input: Any, grid: Any, mode: str = "bilinear
                          padding_mode: str = "zeros", align_corners: bool = False,
                          output_mask: Tuple[bool, bool] = (True, True), *,
                          num_threads: int = 0) -> Tuple[Any, Any]:
-    """GridSampler2DGrad: the gradients of ``grid_sample`` with respect to input and grid.
+    """GridSampler2DGrad (GridSampler3DGrad for 5-D ``input``): the gradients of
+    ``grid_sample`` with respect to input and grid.
 
-    ``grad`` is the gradient of the output, (N, C, Hout, Wout). Returns
-    ``(dx, dgrid)`` shaped like ``input`` and ``grid``; an output whose
-    ``output_mask`` entry is False is not computed and returned as None.
+    ``grad`` is the gradient of the output, (N, C, Hout, Wout) or
+    (N, C, Dout, Hout, Wout). Returns ``(dx, dgrid)`` shaped like ``input`` and
+    ``grid``; an output whose ``output_mask`` entry is False is not computed and
+    returned as None.
     """
     _check_options(mode, padding_mode)
     num_threads = _num_threads(num_threads)
     want_dx, want_dgrid = (bool(m) for m in output_mask)
     grad, input, grid = _coerce("grad", grad), _coerce("input", input), _coerce("grid", grid)
-    in_shape = _check_ndim("input", input)
-    grid_shape = _check_ndim("grid", grid)
-    _check_ndim("grad", grad)
+    rank = _input_rank(input)
+    in_shape = _check_ndim("input", input, rank)
+    grid_shape = _check_ndim("grid", grid, rank)
+    _check_ndim("grad", grad, rank)
     frame = _Frame(input)
     dx = frame.empty(in_shape) if want_dx else None
     dgrid = frame.empty(grid_shape) if want_dgrid else None
-    frame.call(_C.backward, ("grad", "input", "grid", "dx", "dgrid"), (grad, input, grid, dx, dgrid),
-               mode, padding_mode, bool(align_corners), num_threads=num_threads)
+    frame.call(_sampler(rank)[1], ("grad", "input", "grid", "dx", "dgrid"),
+               (grad, input, grid, dx, dgrid), mode, padding_mode, bool(align_corners),
+               num_threads=num_threads)
     return frame.result(dx), frame.result(dgrid)
 
 

@@ -1,4 +1,5 @@
-"""The switch: gridsampler as PyTorch's CPU kernel of ``aten::grid_sampler_2d`` and its backward.
+"""The switch: gridsampler as PyTorch's CPU kernel of ``aten::grid_sampler_2d``,
+``aten::grid_sampler_3d`` and their backwards.
 
 ``F.grid_sample`` on 4-D tensors ends in two ATen operators, whatever library
 calls it (kornia, MONAI, torchvision, a model zoo):
@@ -10,8 +11,10 @@ calls it (kornia, MONAI, torchvision, a model zoo):
                                    bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
 
 the second called by PyTorch's autograd formula for the first (and, with the
-first, by its formula for second order). ``enable()`` registers CPU kernels of
-both through a ``torch.library.Library("aten", "IMPL")``; the dispatcher then
+first, by its formula for second order); on 5-D tensors (volumes) in
+``aten::grid_sampler_3d`` and ``aten::grid_sampler_3d_backward``, with the
+same arguments.  ``enable()`` registers CPU kernels of
+all four through a ``torch.library.Library("aten", "IMPL")``; the dispatcher then
 calls them for CPU tensors below autograd, functorch, autocast and Python
 dispatch modes, so all of those keep PyTorch's own behaviour, and only the
 arithmetic changes hands. Dropping the library (``disable()``) puts PyTorch's
@@ -66,13 +69,15 @@ def _plain_cpu(t: Any, dtype: torch.dtype) -> bool:
 
 
 def takes(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
-          check_alignment: bool = True) -> bool:
-    """Whether gridsampler computes ``aten::grid_sampler_2d`` for these arguments.
+          check_alignment: bool = True, rank: int = 4) -> bool:
+    """Whether gridsampler computes ``aten::grid_sampler_2d`` (`rank` 4) or
+    ``aten::grid_sampler_3d`` (`rank` 5) for these arguments.
 
     Exactly the calls PyTorch's CPU kernel computes (rather than rejects) and
-    the library accepts: CPU tensors of one floating dtype, 4-D input with a
-    non-empty plane, grid (N, Hout, Wout, 2), integer codes 0..2. Everything
-    else goes to PyTorch's kernel, whose checks then give PyTorch's messages.
+    the library accepts: CPU tensors of one floating dtype, input of `rank`
+    dimensions with a non-empty plane (volume), grid (N, Hout, Wout, 2) or
+    (N, Dout, Hout, Wout, 3), integer codes 0..2. Everything else goes to
+    PyTorch's kernel, whose checks then give PyTorch's messages.
     `check_alignment=False` leaves out the data pointers (which fake tensors
     under torch.compile do not have) for a caller that handles misalignment.
     """
@@ -82,26 +87,31 @@ def takes(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: in
         return False
     if check_alignment and not (aligned(input) and aligned(grid)):
         return False
-    if input.dim() != 4 or grid.dim() != 4:
+    if input.dim() != rank or grid.dim() != rank:
         return False
-    if input.shape[2] == 0 or input.shape[3] == 0:
+    if any(s == 0 for s in input.shape[2:]):
         return False
-    if grid.shape[3] != 2 or grid.shape[0] != input.shape[0]:
+    if grid.shape[-1] != rank - 2 or grid.shape[0] != input.shape[0]:
         return False
     # bool is an int subclass; aten's int arguments arrive as Python ints.
     return (type(interpolation_mode) is int and 0 <= interpolation_mode <= 2
             and type(padding_mode) is int and 0 <= padding_mode <= 2)
 
 
+def _grad_fits(grad: Any, input: Tensor, grid: Tensor) -> bool:
+    """A ``grad_output`` of the input's dtype, shaped like the forward's output."""
+    return (_plain_cpu(grad, input.dtype) and grad.dim() == input.dim()
+            and tuple(grad.shape) == (input.shape[0], input.shape[1], *grid.shape[1:-1]))
+
+
 def takes_backward(grad: Tensor, input: Tensor, grid: Tensor, interpolation_mode: int,
-                   padding_mode: int, output_mask: Any) -> bool:
-    """`takes` for ``aten::grid_sampler_2d_backward``, plus a ``grad_output`` of
-    the input's dtype shaped (N, C, Hout, Wout) and a two-entry mask."""
-    if not takes(input, grid, interpolation_mode, padding_mode):
+                   padding_mode: int, output_mask: Any, rank: int = 4) -> bool:
+    """`takes` for ``aten::grid_sampler_2d_backward`` (or ``_3d_backward``),
+    plus a ``grad_output`` of the input's dtype shaped like the output and a
+    two-entry mask."""
+    if not takes(input, grid, interpolation_mode, padding_mode, rank=rank):
         return False
-    if not _plain_cpu(grad, input.dtype) or grad.dim() != 4 or not aligned(grad):
-        return False
-    if tuple(grad.shape) != (input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]):
+    if not _grad_fits(grad, input, grid) or not aligned(grad):
         return False
     return len(output_mask) == 2
 
@@ -111,7 +121,8 @@ class _Stats:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.counts = {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0, "handed_on": 0,
+        self.counts = {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0,
+                       "grid_sampler_3d": 0, "grid_sampler_3d_backward": 0, "handed_on": 0,
                        "double_backward": 0}
 
     def add(self, key: str) -> None:
@@ -122,39 +133,47 @@ class _Stats:
 _stats = _Stats()
 
 
-def _forward_kernel(original, keyset, input, grid, interpolation_mode, padding_mode,
+def _forward_kernel(rank, original, keyset, input, grid, interpolation_mode, padding_mode,
                     align_corners):
-    if not takes(input, grid, interpolation_mode, padding_mode):
+    if not takes(input, grid, interpolation_mode, padding_mode, rank=rank):
         _stats.add("handed_on")
         return original.call_boxed(keyset, input, grid, interpolation_mode, padding_mode,
                                    align_corners)
-    _stats.add("grid_sampler_2d")
+    _stats.add(f"grid_sampler_{rank - 2}d")
     # The device is explicit: a `with torch.device(...)` block around the
     # caller must not move the result off the CPU, as it does not for PyTorch's.
-    out = torch.empty((input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]),
+    out = torch.empty((input.shape[0], input.shape[1], *grid.shape[1:-1]),
                       dtype=input.dtype, device=input.device)
     # detach(): DLPack refuses a tensor that requires grad; the dispatcher is
     # already below autograd here, so nothing is lost.
-    _C.forward(input.detach(), grid.detach(), out, MODES[interpolation_mode],
-               PADDING_MODES[padding_mode], bool(align_corners),
-               num_threads=min(torch.get_num_threads(), _C.max_threads()))
+    forward = _C.forward if rank == 4 else _C.forward_3d
+    forward(input.detach(), grid.detach(), out, MODES[interpolation_mode],
+            PADDING_MODES[padding_mode], bool(align_corners),
+            num_threads=min(torch.get_num_threads(), _C.max_threads()))
     return out
 
 
-def _backward_kernel(original, keyset, grad, input, grid, interpolation_mode, padding_mode,
-                     align_corners, output_mask):
-    if not takes_backward(grad, input, grid, interpolation_mode, padding_mode, output_mask):
+def _backward_kernel(rank, original, keyset, grad, input, grid, interpolation_mode,
+                     padding_mode, align_corners, output_mask):
+    if not takes_backward(grad, input, grid, interpolation_mode, padding_mode, output_mask,
+                          rank=rank):
         _stats.add("handed_on")
         return original.call_boxed(keyset, grad, input, grid, interpolation_mode, padding_mode,
                                    align_corners, output_mask)
-    _stats.add("grid_sampler_2d_backward")
+    _stats.add(f"grid_sampler_{rank - 2}d_backward")
     dx = (torch.empty(input.shape, dtype=input.dtype, device=input.device)
           if output_mask[0] else None)
     dgrid = torch.empty(grid.shape, dtype=input.dtype, device=input.device)
-    _C.backward(grad.detach(), input.detach(), grid.detach(), dx, dgrid,
-                MODES[interpolation_mode], PADDING_MODES[padding_mode], bool(align_corners),
-                num_threads=min(torch.get_num_threads(), _C.max_threads()))
+    backward = _C.backward if rank == 4 else _C.backward_3d
+    backward(grad.detach(), input.detach(), grid.detach(), dx, dgrid,
+             MODES[interpolation_mode], PADDING_MODES[padding_mode], bool(align_corners),
+             num_threads=min(torch.get_num_threads(), _C.max_threads()))
     return dx, dgrid
+
+
+def _bound(kernel, rank, original):
+    """`kernel` for one operator: its rank and the kernel it hands calls on to."""
+    return lambda keyset, *args: kernel(rank, original, keyset, *args)
 
 
 class _NativeSecondOrder(torch.autograd.Function):
@@ -203,9 +222,7 @@ def _second_order_kernel(original, keyset, grad, input, grid, interpolation_mode
     # hands misaligned calls on) and the second-order operator copies.
     if (_functorch_wrapped(grad, input, grid)
             or not takes(input, grid, interpolation_mode, padding_mode, check_alignment=False)
-            or not _plain_cpu(grad, input.dtype) or grad.dim() != 4
-            or tuple(grad.shape) != (input.shape[0], input.shape[1], grid.shape[1], grid.shape[2])
-            or len(output_mask) != 2):
+            or not _grad_fits(grad, input, grid) or len(output_mask) != 2):
         return original.call_boxed(keyset, grad, input, grid, interpolation_mode, padding_mode,
                                    align_corners, output_mask)
     return _NativeSecondOrder.apply(keyset, grad, input, grid, interpolation_mode, padding_mode,
@@ -238,8 +255,8 @@ def enable() -> None:
     """Makes gridsampler PyTorch's CPU kernel for ``grid_sample`` (forward and backward).
 
     Every ``torch.nn.functional.grid_sample`` (and ``torch.grid_sampler``,
-    ``torch.ops.aten.grid_sampler_2d``) on 4-D CPU tensors then runs
-    gridsampler, with PyTorch's autograd, ``torch.func`` transforms, hooks and
+    ``torch.ops.aten.grid_sampler_2d`` / ``_3d``) on 4-D and 5-D CPU tensors
+    then runs gridsampler, with PyTorch's autograd, ``torch.func`` transforms, hooks and
     anomaly mode around it. Calls it does not take go to PyTorch's kernel.
     Idempotent; thread-safe. Not reached by code ``torch.compile`` (Inductor)
     generates for the forward, which it decomposes into its own loops.
@@ -252,8 +269,9 @@ def enable() -> None:
             return
         # The kernels registered now (PyTorch's, or another library's
         # override) serve the calls this one hands on.
-        forward = torch.library.get_kernel("aten::grid_sampler_2d", "CPU")
-        backward = torch.library.get_kernel("aten::grid_sampler_2d_backward", "CPU")
+        originals = {
+            (rank, op): torch.library.get_kernel(f"aten::grid_sampler_{rank - 2}d{op}", "CPU")
+            for rank in (4, 5) for op in ("", "_backward")}
         lib = torch.library.Library("aten", "IMPL")
         try:
             with warnings.catch_warnings():
@@ -261,12 +279,11 @@ def enable() -> None:
                 # overrides another for the same key: that is the point here.
                 warnings.filterwarnings(
                     "ignore", message=r"(?s).*Overriding a previously registered kernel")
-                lib.impl("grid_sampler_2d",
-                         lambda keyset, *args: _forward_kernel(forward, keyset, *args),
-                         "CPU", with_keyset=True)
-                lib.impl("grid_sampler_2d_backward",
-                         lambda keyset, *args: _backward_kernel(backward, keyset, *args),
-                         "CPU", with_keyset=True)
+                for (rank, op), original in originals.items():
+                    kernel = _forward_kernel if op == "" else _backward_kernel
+                    lib.impl(f"grid_sampler_{rank - 2}d{op}",
+                             _bound(kernel, rank, original),
+                             "CPU", with_keyset=True)
                 _register_second_order(lib)
         except BaseException:
             lib._destroy()  # a half-registered library must not stay behind
@@ -302,8 +319,9 @@ def switch(on: bool = True) -> Iterator[None]:
 
 
 def switch_stats(reset: bool = False) -> Dict[str, int]:
-    """Calls the switch has seen since the last reset: ``grid_sampler_2d`` and
-    ``grid_sampler_2d_backward`` computed by gridsampler, ``double_backward``
+    """Calls the switch has seen since the last reset: ``grid_sampler_2d``,
+    ``grid_sampler_2d_backward``, ``grid_sampler_3d`` and
+    ``grid_sampler_3d_backward`` computed by gridsampler, ``double_backward``
     (gridsampler's native second order, as the backward's derivative),
     ``handed_on`` to the kernel underneath (PyTorch's). With ``reset=True``, zeroes them after reading."""
     with _stats.lock:

@@ -1,12 +1,13 @@
 """PyTorch drop-in: ``gridsampler.torch.grid_sample`` for ``torch.nn.functional.grid_sample``.
 
-Same signature and results as ``F.grid_sample`` on 4-D CPU tensors,
-differentiable with respect to ``input`` and ``grid`` through gridsampler's
-GridSampler2DGrad (only the gradients that are needed are computed). The
-computation is registered as two ``torch.library`` custom operators with fake
+Same signature and results as ``F.grid_sample`` on 4-D and 5-D (volume) CPU
+tensors, differentiable with respect to ``input`` and ``grid`` through
+gridsampler's GridSampler2DGrad and GridSampler3DGrad (only the gradients that
+are needed are computed). The
+computation is registered as ``torch.library`` custom operators with fake
 (meta) implementations, so the function works under ``torch.compile`` and in
 ``torch.export``-ed graphs, where it appears as
-``torch.ops.gridsampler.grid_sampler_2d``:
+``torch.ops.gridsampler.grid_sampler_2d`` (``grid_sampler_3d`` for volumes):
 
     gridsampler::grid_sampler_2d(Tensor input, Tensor grid, str mode,
                                  str padding_mode, bool align_corners) -> Tensor
@@ -19,17 +20,28 @@ computation is registered as two ``torch.library`` custom operators with fake
                                                  str mode, str padding_mode, bool align_corners,
                                                  bool[] output_mask) -> (Tensor, Tensor, Tensor)
 
+    gridsampler::grid_sampler_3d(Tensor input, Tensor grid, str mode,
+                                 str padding_mode, bool align_corners) -> Tensor
+    gridsampler::grid_sampler_3d_backward(Tensor grad, Tensor input, Tensor grid,
+                                          str mode, str padding_mode, bool align_corners,
+                                          bool[] output_mask) -> (Tensor, Tensor)
+
 The backward operators return an empty tensor (shape (0,)) for an output their
-``output_mask`` leaves out. The backward's autograd formula is the double
-backward, so ``create_graph=True`` gradients can be differentiated again
-(gradient penalties); a third order raises a RuntimeError saying it is not
-supported. The operators use ``torch.get_num_threads()``
+``output_mask`` leaves out. The 2-D backward's autograd formula is
+gridsampler's native double backward, so ``create_graph=True`` gradients can
+be differentiated again (gradient penalties); a third order raises a
+RuntimeError saying it is not supported. The 3-D backward's autograd formula
+is **delegated**, not native: it differentiates PyTorch's own
+``aten::grid_sampler_3d_backward`` under autograd, so second order on volumes
+gives PyTorch's numbers at PyTorch's speed (and a third order whatever PyTorch
+does); the switch's second order on volumes is PyTorch's formula too. The
+operators use ``torch.get_num_threads()``
 threads, capped at ``gridsampler.max_threads()`` (results do not depend on
 the count). Needs torch >= 2.4.
 
 ``grid_sample`` hands every call the operators do not take to
-``F.grid_sample`` itself: tensors on another device (CUDA, MPS, meta), 5-D
-(volumetric) input, and every call PyTorch rejects, which so raises PyTorch's own exception and
+``F.grid_sample`` itself: tensors on another device (CUDA, MPS, meta),
+and every call PyTorch rejects, which so raises PyTorch's own exception and
 message. Under ``torch.autocast("cpu")`` it casts as PyTorch's autocast casts
 ``grid_sample`` (to float32; float64 stays), so results have F.grid_sample's
 dtype.
@@ -71,23 +83,22 @@ def _threads() -> int:
     return min(torch.get_num_threads(), _C.max_threads())
 
 
-def _check_tensors(input: Tensor, grid: Tensor) -> None:
+def _check_tensors(input: Tensor, grid: Tensor, rank: int = 4) -> None:
+    """Both tensors of rank `rank` (4: the 2-D operators, 5: the 3-D ones) on the CPU."""
     for name, t in (("input", input), ("grid", grid)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if input.dim() != 4:
-        raise ValueError(f"input: expected 4 dimensions, got {input.dim()}"
-                         + (" (5-D, volumetric sampling, is not supported)"
-                            if input.dim() == 5 else ""))
-    if grid.dim() != 4:
-        raise ValueError(f"grid: expected 4 dimensions, got {grid.dim()}")
+    for name, t in (("input", input), ("grid", grid)):
+        if t.dim() != rank:
+            raise ValueError(f"{name}: expected {rank} dimensions, got {t.dim()}")
     for name, t in (("input", input), ("grid", grid)):
         if t.device.type not in ("cpu", "meta"):
             raise ValueError(f"{name}: gridsampler runs on the CPU, got a tensor on {t.device}")
 
 
-def _out_shape(input: Tensor, grid: Tensor) -> Tuple[int, int, int, int]:
-    return (input.shape[0], input.shape[1], grid.shape[1], grid.shape[2])
+def _out_shape(input: Tensor, grid: Tensor) -> Tuple[int, ...]:
+    """(N, C, *grid's spatial sizes): (N, C, Hout, Wout) or (N, C, Dout, Hout, Wout)."""
+    return (input.shape[0], input.shape[1], *grid.shape[1:-1])
 
 
 def _readable(t: Tensor) -> Tensor:
@@ -99,22 +110,58 @@ def _readable(t: Tensor) -> Tensor:
     return t if _switch.aligned(t) else t.clone()
 
 
+# The operators' bodies, for images (rank 4) and volumes (rank 5).
+
+def _forward(rank: int, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+             align_corners: bool) -> Tensor:
+    _check_tensors(input, grid, rank)
+    out = torch.empty(_out_shape(input, grid), dtype=input.dtype, device=input.device)
+    fn = _C.forward if rank == 4 else _C.forward_3d
+    fn(_readable(input), _readable(grid), out, mode, padding_mode, align_corners,
+       num_threads=_threads())
+    return out
+
+
+def _forward_fake(rank: int, input: Tensor, grid: Tensor, mode: str,
+                  padding_mode: str) -> Tensor:
+    _check_options(mode, padding_mode)
+    _check_tensors(input, grid, rank)
+    return input.new_empty(_out_shape(input, grid))
+
+
+def _backward_impl(rank: int, grad: Tensor, input: Tensor, grid: Tensor, mode: str,
+                   padding_mode: str, align_corners: bool,
+                   output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
+    _check_tensors(input, grid, rank)
+    want_dx, want_dgrid = (bool(m) for m in output_mask)
+    dx = torch.empty(input.shape if want_dx else (0,), dtype=input.dtype, device=input.device)
+    dgrid = torch.empty(grid.shape if want_dgrid else (0,), dtype=input.dtype,
+                        device=input.device)
+    fn = _C.backward if rank == 4 else _C.backward_3d
+    fn(_readable(grad), _readable(input), _readable(grid), dx if want_dx else None,
+       dgrid if want_dgrid else None, mode, padding_mode, align_corners, num_threads=_threads())
+    return dx, dgrid
+
+
+def _backward_fake(rank: int, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+                   output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
+    _check_options(mode, padding_mode)
+    _check_tensors(input, grid, rank)
+    want_dx, want_dgrid = (bool(m) for m in output_mask)
+    return (input.new_empty(input.shape if want_dx else (0,)),
+            input.new_empty(grid.shape if want_dgrid else (0,)))
+
+
 @torch.library.custom_op("gridsampler::grid_sampler_2d", mutates_args=(), device_types="cpu")
 def grid_sampler_2d(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
                     align_corners: bool) -> Tensor:
-    _check_tensors(input, grid)
-    out = torch.empty(_out_shape(input, grid), dtype=input.dtype, device=input.device)
-    _C.forward(_readable(input), _readable(grid), out, mode, padding_mode, align_corners,
-               num_threads=_threads())
-    return out
+    return _forward(4, input, grid, mode, padding_mode, align_corners)
 
 
 @grid_sampler_2d.register_fake
 def _(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
       align_corners: bool) -> Tensor:
-    _check_options(mode, padding_mode)
-    _check_tensors(input, grid)
-    return input.new_empty(_out_shape(input, grid))
+    return _forward_fake(4, input, grid, mode, padding_mode)
 
 
 @torch.library.custom_op("gridsampler::grid_sampler_2d_backward", mutates_args=(),
@@ -122,25 +169,13 @@ def _(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
 def grid_sampler_2d_backward(grad: Tensor, input: Tensor, grid: Tensor, mode: str,
                              padding_mode: str, align_corners: bool,
                              output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
-    _check_tensors(input, grid)
-    want_dx, want_dgrid = (bool(m) for m in output_mask)
-    dx = torch.empty(input.shape if want_dx else (0,), dtype=input.dtype, device=input.device)
-    dgrid = torch.empty(grid.shape if want_dgrid else (0,), dtype=input.dtype,
-                        device=input.device)
-    _C.backward(_readable(grad), _readable(input), _readable(grid), dx if want_dx else None,
-                dgrid if want_dgrid else None, mode, padding_mode, align_corners,
-                num_threads=_threads())
-    return dx, dgrid
+    return _backward_impl(4, grad, input, grid, mode, padding_mode, align_corners, output_mask)
 
 
 @grid_sampler_2d_backward.register_fake
 def _(grad: Tensor, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
       align_corners: bool, output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
-    _check_options(mode, padding_mode)
-    _check_tensors(input, grid)
-    want_dx, want_dgrid = (bool(m) for m in output_mask)
-    return (input.new_empty(input.shape if want_dx else (0,)),
-            input.new_empty(grid.shape if want_dgrid else (0,)))
+    return _backward_fake(4, input, grid, mode, padding_mode, output_mask)
 
 
 @torch.library.custom_op("gridsampler::grid_sampler_2d_double_backward", mutates_args=(),
@@ -219,18 +254,102 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.options = (mode, padding_mode, align_corners)
 
 
-def _backward(ctx, grad: Tensor):
-    input, grid = ctx.saved_tensors
-    want_dx, want_dgrid = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-    dx: Optional[Tensor] = None
-    dgrid: Optional[Tensor] = None
-    if want_dx or want_dgrid:
-        dx, dgrid = grid_sampler_2d_backward(grad, input, grid, *ctx.options,
-                                             [want_dx, want_dgrid])
-    return (dx if want_dx else None, dgrid if want_dgrid else None, None, None, None)
+def _first_order_backward(backward_op):
+    """The autograd formula of a forward operator: its backward operator, asked
+    only for the gradients that are needed."""
+
+    def backward(ctx, grad: Tensor):
+        input, grid = ctx.saved_tensors
+        want_dx, want_dgrid = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dx: Optional[Tensor] = None
+        dgrid: Optional[Tensor] = None
+        if want_dx or want_dgrid:
+            dx, dgrid = backward_op(grad, input, grid, *ctx.options, [want_dx, want_dgrid])
+        return (dx if want_dx else None, dgrid if want_dgrid else None, None, None, None)
+
+    return backward
 
 
-grid_sampler_2d.register_autograd(_backward, setup_context=_setup_context)
+grid_sampler_2d.register_autograd(_first_order_backward(grid_sampler_2d_backward),
+                                  setup_context=_setup_context)
+
+
+# Volumes: the same operators on 5-D tensors (gridsampler's GridSampler3DGrad).
+
+@torch.library.custom_op("gridsampler::grid_sampler_3d", mutates_args=(), device_types="cpu")
+def grid_sampler_3d(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+                    align_corners: bool) -> Tensor:
+    return _forward(5, input, grid, mode, padding_mode, align_corners)
+
+
+@grid_sampler_3d.register_fake
+def _(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+      align_corners: bool) -> Tensor:
+    return _forward_fake(5, input, grid, mode, padding_mode)
+
+
+@torch.library.custom_op("gridsampler::grid_sampler_3d_backward", mutates_args=(),
+                         device_types="cpu")
+def grid_sampler_3d_backward(grad: Tensor, input: Tensor, grid: Tensor, mode: str,
+                             padding_mode: str, align_corners: bool,
+                             output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
+    return _backward_impl(5, grad, input, grid, mode, padding_mode, align_corners, output_mask)
+
+
+@grid_sampler_3d_backward.register_fake
+def _(grad: Tensor, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+      align_corners: bool, output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
+    return _backward_fake(5, input, grid, mode, padding_mode, output_mask)
+
+
+def _backward_backward_3d(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
+    """Second order on volumes, delegated to PyTorch (there is no native 3-D
+    double backward): the gradients of <gg_dx, dx> + <gg_dgrid, dgrid> are
+    those of PyTorch's ``aten::grid_sampler_3d_backward`` recomputed under
+    autograd, with its own derivative formula. Runs in the autograd engine,
+    not inside an operator, so with ``create_graph=True`` the result stays on
+    the graph through PyTorch's nodes (the saved tensors keep their history),
+    and a third order is PyTorch's too."""
+    grad, input, grid = ctx.saved_tensors
+    want = list(ctx.needs_input_grad[:3])
+    none = (None,) * 7
+    if not any(want):
+        return none
+    create_graph = torch.is_grad_enabled()
+    mode, padding_mode, align_corners = ctx.options
+    with torch.enable_grad():
+        # A tensor that needs a gradient requires grad already: it enters as
+        # a fresh view, so autograd.grad below gives the partial derivatives
+        # at those views and stops there (grad may itself depend on input or
+        # grid; the engine outside carries the rest), while with
+        # create_graph the results stay functions of the saved tensors. The
+        # others are read as constants.
+        args = [t.view_as(t) if w else t.detach() for t, w in zip((grad, input, grid), want)]
+        dx, dgrid = torch.ops.aten.grid_sampler_3d_backward(
+            *args, MODES.index(mode), PADDING_MODES.index(padding_mode), align_corners,
+            ctx.output_mask)
+        pairs = [(o, gg) for o, gg, m in ((dx, gg_dx, ctx.output_mask[0]),
+                                          (dgrid, gg_dgrid, ctx.output_mask[1]))
+                 if m and o is not None and o.requires_grad and _incoming(gg, True) is not None]
+        if not pairs:
+            return none
+        inputs = [a for a, w in zip(args, want) if w]
+        # retain_graph: the views link this local graph to the saved tensors'
+        # graph, which the engine outside still walks after this call (without
+        # it a plain second-order backward finds buffers already freed).
+        found = iter(torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
+                                         allow_unused=True, create_graph=create_graph,
+                                         retain_graph=True))
+    results = [next(found) if w else None for w in want]
+    return (*results, None, None, None, None)
+
+
+grid_sampler_3d_backward.register_autograd(_backward_backward_3d,
+                                           setup_context=_backward_setup_context)
+
+
+grid_sampler_3d.register_autograd(_first_order_backward(grid_sampler_3d_backward),
+                                  setup_context=_setup_context)
 
 
 def _autocast_enabled() -> bool:
@@ -252,16 +371,19 @@ def _autocast(t: Tensor) -> Tensor:
 
 # For direct calls of the operator (grid_sample casts before it gets there).
 grid_sampler_2d.register_autocast("cpu", torch.float32)
+grid_sampler_3d.register_autocast("cpu", torch.float32)
 
 
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: Optional[bool] = None) -> Tensor:
     """Drop-in for ``torch.nn.functional.grid_sample``.
 
-    4-D CPU tensors, ``input`` (N, C, Hin, Win) and ``grid`` (N, Hout, Wout, 2)
-    of (x, y) in [-1, 1], both float16, bfloat16, float32 or float64 of one
-    dtype, any strides: gridsampler, returning (N, C, Hout, Wout) in the
-    input's dtype. Anything else (another device, 5-D input, arguments
+    CPU tensors of one dtype among float16, bfloat16, float32 and float64, any
+    strides: 4-D ``input`` (N, C, Hin, Win) with ``grid`` (N, Hout, Wout, 2) of
+    (x, y) in [-1, 1], returning (N, C, Hout, Wout), or 5-D ``input``
+    (N, C, Din, Hin, Win) with ``grid`` (N, Dout, Hout, Wout, 3) of (x, y, z),
+    returning (N, C, Dout, Hout, Wout) (trilinear, nearest or tricubic), in the
+    input's dtype: gridsampler. Anything else (another device, arguments
     PyTorch rejects) is ``F.grid_sample``'s, with its result or exception.
     ``align_corners=None`` means False, with the same warning as PyTorch's.
     """
@@ -271,8 +393,10 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         input, grid = _autocast(input), _autocast(grid)
     # Alignment is the operator's to handle (fake tensors under torch.compile
     # have no data pointer to check).
-    if not _switch.takes(input, grid, MODES.index(mode), PADDING_MODES.index(padding_mode),
-                         check_alignment=False):
+    rank = input.dim() if isinstance(input, Tensor) else 0
+    if rank not in (4, 5) or not _switch.takes(
+            input, grid, MODES.index(mode), PADDING_MODES.index(padding_mode),
+            check_alignment=False, rank=rank):
         return F.grid_sample(input, grid, mode, padding_mode, align_corners)
     if align_corners is None:
         warnings.warn(
@@ -280,4 +404,5 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
             "since 1.3.0. Please specify align_corners=True if the old behavior is desired. "
             "See the documentation of grid_sample for details.")
         align_corners = False
-    return grid_sampler_2d(input, grid, mode, padding_mode, bool(align_corners))
+    op = grid_sampler_2d if rank == 4 else grid_sampler_3d
+    return op(input, grid, mode, padding_mode, bool(align_corners))

@@ -6,6 +6,9 @@
 // the library wants them). Allocating the outputs, in the caller's framework,
 // is the job of the Python layer (gridsampler/__init__.py, gridsampler/torch.py).
 //
+// Images (4-D arrays) go to grid_sampler_2d and its backward, volumes (5-D)
+// to grid_sampler_3d and its backward (forward_3d, backward_3d).
+//
 // Errors carry the library's message ("grid: last dimension must be 2, got
 // 3"); their Python type says what kind of problem it is:
 //   TypeError     an array of a dtype the library does not compute, or arrays
@@ -22,11 +25,13 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "gridsampler/gridsampler.hpp"
 
@@ -80,18 +85,20 @@ gs::DType to_dtype(const char* name, const nb::dlpack::dtype& dt, bool uint16_as
                            .c_str());
 }
 
-// A 4-D view of `a`; strides are in elements, as the library wants them.
+// A view of rank `View::Shape`'s size (4: images, 5: volumes) of `a`;
+// strides are in elements, as the library wants them.
 template <class View, class Array>
 View to_view(const char* name, const Array& a, bool uint16_as_bfloat16) {
-  if (a.ndim() != 4) {
-    throw nb::value_error((std::string(name) + ": expected 4 dimensions, got " +
-                           std::to_string(a.ndim()))
+  constexpr std::size_t rank = std::tuple_size<typename View::Shape>::value;
+  if (a.ndim() != rank) {
+    throw nb::value_error((std::string(name) + ": expected " + std::to_string(rank) +
+                           " dimensions, got " + std::to_string(a.ndim()))
                               .c_str());
   }
   View v;
   v.data = a.data();
   v.dtype = to_dtype(name, a.dtype(), uint16_as_bfloat16);
-  for (int d = 0; d < 4; ++d) {
+  for (std::size_t d = 0; d < rank; ++d) {
     v.shape[d] = static_cast<int64_t>(a.shape(d));
     v.strides[d] = a.stride(d);
   }
@@ -142,37 +149,72 @@ void raise_if_error(const gs::Status& s) {
   throw std::runtime_error(s.message());  // nanobind raises RuntimeError
 }
 
+// The library's entry points and view types for images (Rank 4) and volumes
+// (Rank 5): one binding body serves both.
+template <std::size_t Rank>
+struct Sampler;
+
+template <>
+struct Sampler<4> {
+  using In = gs::TensorView;
+  using Out = gs::MutableTensorView;
+  static gs::Status forward(In in, In grid, Out out, const gs::Options& o) {
+    return gs::grid_sampler_2d(in, grid, out, o);
+  }
+  static gs::Status backward(In g, In in, In grid, Out dx, Out dgrid, const gs::Options& o,
+                             gs::OutputMask mask) {
+    return gs::grid_sampler_2d_backward(g, in, grid, dx, dgrid, o, mask);
+  }
+};
+
+template <>
+struct Sampler<5> {
+  using In = gs::VolumeView;
+  using Out = gs::MutableVolumeView;
+  static gs::Status forward(In in, In grid, Out out, const gs::Options& o) {
+    return gs::grid_sampler_3d(in, grid, out, o);
+  }
+  static gs::Status backward(In g, In in, In grid, Out dx, Out dgrid, const gs::Options& o,
+                             gs::OutputMask mask) {
+    return gs::grid_sampler_3d_backward(g, in, grid, dx, dgrid, o, mask);
+  }
+};
+
+template <std::size_t Rank>
 void forward(const InArray& input, const InArray& grid, const OutArray& output,
              std::string_view mode, std::string_view padding, bool align_corners, int num_threads,
              bool bf16) {
+  using S = Sampler<Rank>;
   const gs::Options options = to_options(mode, padding, align_corners, num_threads);
-  const auto in = to_view<gs::TensorView>("input", input, bf16);
-  const auto gr = to_view<gs::TensorView>("grid", grid, bf16);
-  const auto out = to_view<gs::MutableTensorView>("output", output, bf16);
+  const auto in = to_view<typename S::In>("input", input, bf16);
+  const auto gr = to_view<typename S::In>("grid", grid, bf16);
+  const auto out = to_view<typename S::Out>("output", output, bf16);
   check_same_dtype("grid", gr.dtype, in.dtype);
   check_same_dtype("output", out.dtype, in.dtype);
   gs::Status s;
   {
     nb::gil_scoped_release release;
-    s = gs::grid_sampler_2d(in, gr, out, options);
+    s = S::forward(in, gr, out, options);
   }
   raise_if_error(s);
 }
 
+template <std::size_t Rank>
 void backward(const InArray& grad, const InArray& input, const InArray& grid,
               const std::optional<OutArray>& dx, const std::optional<OutArray>& dgrid,
               std::string_view mode, std::string_view padding, bool align_corners, int num_threads,
-             bool bf16) {
+              bool bf16) {
+  using S = Sampler<Rank>;
   const gs::Options options = to_options(mode, padding, align_corners, num_threads);
-  const auto g = to_view<gs::TensorView>("grad", grad, bf16);
-  const auto in = to_view<gs::TensorView>("input", input, bf16);
-  const auto gr = to_view<gs::TensorView>("grid", grid, bf16);
+  const auto g = to_view<typename S::In>("grad", grad, bf16);
+  const auto in = to_view<typename S::In>("input", input, bf16);
+  const auto gr = to_view<typename S::In>("grid", grid, bf16);
   gs::OutputMask mask;
   mask.input = dx.has_value();
   mask.grid = dgrid.has_value();
-  gs::MutableTensorView dx_view, dgrid_view;  // empty when not wanted
-  if (mask.input) dx_view = to_view<gs::MutableTensorView>("dx", *dx, bf16);
-  if (mask.grid) dgrid_view = to_view<gs::MutableTensorView>("dgrid", *dgrid, bf16);
+  typename S::Out dx_view, dgrid_view;  // empty when not wanted
+  if (mask.input) dx_view = to_view<typename S::Out>("dx", *dx, bf16);
+  if (mask.grid) dgrid_view = to_view<typename S::Out>("dgrid", *dgrid, bf16);
   check_same_dtype("grid", gr.dtype, in.dtype);
   check_same_dtype("grad", g.dtype, in.dtype);
   if (mask.input) check_same_dtype("dx", dx_view.dtype, in.dtype);
@@ -180,7 +222,7 @@ void backward(const InArray& grad, const InArray& input, const InArray& grid,
   gs::Status s;
   {
     nb::gil_scoped_release release;
-    s = gs::grid_sampler_2d_backward(g, in, gr, dx_view, dgrid_view, options, mask);
+    s = S::backward(g, in, gr, dx_view, dgrid_view, options, mask);
   }
   raise_if_error(s);
 }
@@ -223,18 +265,31 @@ void double_backward(const std::optional<InArray>& gg_dx, const std::optional<In
 }  // namespace
 
 NB_MODULE(_gridsampler, m) {
-  m.doc() = "gridsampler C++ core: grid_sampler_2d and GridSampler2DGrad on the CPU";
+  m.doc() =
+      "gridsampler C++ core: grid_sampler_2d/3d, GridSampler2DGrad and GridSampler3DGrad on the "
+      "CPU";
 
-  m.def("forward", &forward, nb::arg("input"), nb::arg("grid"), nb::arg("output"),
+  m.def("forward", &forward<4>, nb::arg("input"), nb::arg("grid"), nb::arg("output"),
         nb::arg("mode"), nb::arg("padding_mode"), nb::arg("align_corners"),
         nb::arg("num_threads") = 0, nb::arg("uint16_as_bfloat16") = false,
         "Writes grid_sample(input, grid) into `output` (N, C, Hout, Wout).");
-  m.def("backward", &backward, nb::arg("grad"), nb::arg("input"), nb::arg("grid"),
+  m.def("backward", &backward<4>, nb::arg("grad"), nb::arg("input"), nb::arg("grid"),
         nb::arg("dx").none(), nb::arg("dgrid").none(), nb::arg("mode"), nb::arg("padding_mode"),
         nb::arg("align_corners"), nb::arg("num_threads") = 0,
         nb::arg("uint16_as_bfloat16") = false,
         "Writes the gradients of grid_sample into `dx` (shape of input) and `dgrid` (shape of "
         "grid); None skips that output (output_mask).");
+  m.def("forward_3d", &forward<5>, nb::arg("input"), nb::arg("grid"), nb::arg("output"),
+        nb::arg("mode"), nb::arg("padding_mode"), nb::arg("align_corners"),
+        nb::arg("num_threads") = 0, nb::arg("uint16_as_bfloat16") = false,
+        "Volumes: writes grid_sample(input (N, C, Din, Hin, Win), grid (N, Dout, Hout, Wout, 3)) "
+        "into `output` (N, C, Dout, Hout, Wout).");
+  m.def("backward_3d", &backward<5>, nb::arg("grad"), nb::arg("input"), nb::arg("grid"),
+        nb::arg("dx").none(), nb::arg("dgrid").none(), nb::arg("mode"), nb::arg("padding_mode"),
+        nb::arg("align_corners"), nb::arg("num_threads") = 0,
+        nb::arg("uint16_as_bfloat16") = false,
+        "Volumes (GridSampler3DGrad): writes the gradients of the 5-D grid_sample into `dx` and "
+        "`dgrid`; None skips that output (output_mask).");
   m.def("double_backward", &double_backward, nb::arg("gg_dx").none(), nb::arg("gg_dgrid").none(),
         nb::arg("grad"), nb::arg("input"), nb::arg("grid"), nb::arg("d_grad").none(),
         nb::arg("d_input").none(), nb::arg("d_grid").none(), nb::arg("mode"), nb::arg("padding_mode"),

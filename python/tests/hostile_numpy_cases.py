@@ -12,11 +12,12 @@ sample, backward = gridsampler.grid_sample, gridsampler.grid_sample_backward
 # Wrong types and ranks.
 
 X, G, W = problem()
+BAD_RANK = "input: expected 4 dimensions (an image) or 5 (a volume)"
 
 
 @case("none_input")
 def _():
-    raises(ValueError, "input: expected 4 dimensions, got 0", sample, None, G)
+    raises(ValueError, f"{BAD_RANK}, got 0", sample, None, G)
 
 
 @case("none_grid")
@@ -31,12 +32,12 @@ def _():
 
 @case("string_input")
 def _():
-    raises(ValueError, "input: expected 4 dimensions, got 0", sample, "image", G)
+    raises(ValueError, f"{BAD_RANK}, got 0", sample, "image", G)
 
 
 @case("object_without_dlpack")
 def _():
-    raises(ValueError, "input: expected 4 dimensions, got 0", sample, object(), G)
+    raises(ValueError, f"{BAD_RANK}, got 0", sample, object(), G)
 
 
 @case("shape_only_object")
@@ -93,12 +94,14 @@ def _():
 
 @case("rank_3_input")
 def _():
-    raises(ValueError, "input: expected 4 dimensions, got 3", sample, X[0], G)
+    raises(ValueError, f"{BAD_RANK}, got 3", sample, X[0], G)
 
 
 @case("rank_5_input")
 def _():
-    raises(ValueError, "input: expected 4 dimensions, got 5", sample, X[..., None], G)
+    # A 5-D input is a volume: then the grid must be 5-D too.
+    raises(ValueError, "grid: expected 5 dimensions, got 4 (input is 5-D: a volume)", sample,
+           X[..., None], G)
 
 
 @case("rank_1_grid")

@@ -135,7 +135,7 @@ def _arrays(**changes):
         (_arrays(x=np.zeros((2, 3, 0, 7), np.float32)), {}, ValueError,
          "input: height and width must be positive, got H=0, W=7"),
         (_arrays(x=np.zeros((2, 3, 5), np.float32)), {}, ValueError,
-         "input: expected 4 dimensions, got 3"),
+         r"input: expected 4 dimensions \(an image\) or 5 \(a volume\), got 3"),
         (_arrays(), {"mode": "area"}, ValueError, "mode: unknown value 'area'"),
         (_arrays(), {"padding_mode": "circular"}, ValueError,
          "padding_mode: unknown value 'circular'"),

@@ -317,19 +317,6 @@ def test_errors_are_pytorchs(torch, gt, case):
     assert str(ours.value) == str(ref.value)
 
 
-def test_volumetric_input_is_pytorchs(torch, gt):
-    """5-D input (volumetric sampling): F.grid_sample's result and gradients."""
-    gen = torch.Generator().manual_seed(11)
-    x = torch.randn(2, 3, 4, 5, 6, generator=gen, dtype=torch.float64)
-    g = torch.rand(2, 3, 4, 2, 3, generator=gen, dtype=torch.float64) * 2 - 1
-    w = torch.randn(2, 3, 3, 4, 2, generator=gen, dtype=torch.float64)
-    F = torch.nn.functional
-    ref = run(F.grid_sample, torch, x, g, w, "bilinear", "border", True)
-    ours = run(gt.grid_sample, torch, x, g, w, "bilinear", "border", True)
-    for o, r in zip(ours, ref):
-        assert torch.equal(o, r)
-
-
 def test_other_devices_are_pytorchs(torch, gt):
     """A tensor on another device (meta here; CUDA and MPS take the same path)
     goes to F.grid_sample and so to PyTorch's kernel for that device."""

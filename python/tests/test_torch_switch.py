@@ -15,6 +15,9 @@ import pytest
 from conftest import MODES, PADDINGS
 from test_torch import CASE_IDS, CASES, assert_near, make_problem, with_layout
 
+# The volume counts, zero in this file (volumes: test_volumes.py).
+NO_3D = {"grid_sampler_3d": 0, "grid_sampler_3d_backward": 0}
+
 
 @pytest.fixture
 def switch_on(gt):
@@ -53,7 +56,7 @@ def test_switch_gives_gridsamplers_bits(torch, gt, mode, padding, align, dtype_n
         gt.switch_stats(reset=True)
         on = grads(torch, F.grid_sample, x, g, w, **kwargs)
         stats = gt.switch_stats()
-    assert stats == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 1, "double_backward": 0, "handed_on": 0}
+    assert stats == {**NO_3D, "grid_sampler_2d": 1, "grid_sampler_2d_backward": 1, "double_backward": 0, "handed_on": 0}
     direct_out = gridsampler.grid_sample(x.detach(), g.detach(), mode, padding, align)
     direct_dx, direct_dg = gridsampler.grid_sample_backward(w, x.detach(), g.detach(), mode,
                                                             padding, align)
@@ -143,7 +146,7 @@ def test_double_backward(torch, gt, mode):
         stats = gt.switch_stats()
     # The first-order backward, then gridsampler's native double backward as
     # its derivative on CPU.
-    assert stats == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 1, "double_backward": 1,
+    assert stats == {**NO_3D, "grid_sampler_2d": 1, "grid_sampler_2d_backward": 1, "double_backward": 1,
                      "handed_on": 0}
     for got, want, name in zip(ours, ref, ("d2/dx", "d2/dgrid")):
         assert_near(got, want, 1e-11, name)
@@ -275,7 +278,7 @@ def test_calls_not_taken_are_pytorchs(torch, gt, case):
         gt.switch_stats(reset=True)
         ours = outcome()
         stats = gt.switch_stats()
-    assert stats == {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0, "double_backward": 0, "handed_on": 1}
+    assert stats == {**NO_3D, "grid_sampler_2d": 0, "grid_sampler_2d_backward": 0, "double_backward": 0, "handed_on": 1}
     assert ours[0] == ref[0]
     if ref[0] == "error":
         assert ours[1] == ref[1]
@@ -304,7 +307,7 @@ def test_enable_disable_idempotent_and_nested(torch, gt):
     gt.disable()
     F.grid_sample(x, g, align_corners=False)
     assert gt.switch_stats(reset=True)["grid_sampler_2d"] == 1
-    assert gt.switch_stats() == {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 0,
+    assert gt.switch_stats() == {**NO_3D, "grid_sampler_2d": 0, "grid_sampler_2d_backward": 0,
                                  "double_backward": 0, "handed_on": 0}
     # The context manager restores the state after an exception too.
     with pytest.raises(KeyError):
@@ -359,9 +362,9 @@ def test_torch_compile_what_reaches_the_switch(torch, gt):
         for a, b in zip(got, ref):
             assert_near(a, b, 2e-5, backend)
     torch._dynamo.reset()
-    assert counts["aot_eager"] == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 1,
+    assert counts["aot_eager"] == {**NO_3D, "grid_sampler_2d": 1, "grid_sampler_2d_backward": 1,
                                    "double_backward": 0, "handed_on": 0}
-    assert counts["inductor"] == {"grid_sampler_2d": 0, "grid_sampler_2d_backward": 1,
+    assert counts["inductor"] == {**NO_3D, "grid_sampler_2d": 0, "grid_sampler_2d_backward": 1,
                                   "double_backward": 0, "handed_on": 0}
 
 
@@ -421,7 +424,7 @@ def test_environment_variable(torch, gt, tmp_path, env):
     for name, w in zip(("out", "dx", "dg"), want):
         assert torch.equal(r[name], w), name
     if expect_on:
-        assert report["stats"] == {"grid_sampler_2d": 1, "grid_sampler_2d_backward": 1,
+        assert report["stats"] == {**NO_3D, "grid_sampler_2d": 1, "grid_sampler_2d_backward": 1,
                                    "double_backward": 0, "handed_on": 0}
         # ... and those are not PyTorch's bits (else this test could not tell).
         assert not all(torch.equal(r[n], p) for n, p in zip(("out", "dx", "dg"), pytorch))
