@@ -89,6 +89,17 @@ int64_t tap_offset(const Stencil3<T, K>& s, int k, const int64_t st[3]) {
   return s.z[k] * st[0] + s.y[k] * st[1] + s.x[k] * st[2];
 }
 
+// Tap k's pixel index in a dense [z][y][x] plane (the interleaved copies),
+// from the problem's sizes: no array a parallel region would have to share.
+template <class T, int K>
+int64_t dense_offset(const Stencil<T, K>& s, int k, const Problem& p) {
+  return s.y[k] * p.in_w + s.x[k];
+}
+template <class T, int K>
+int64_t dense_offset(const Stencil3<T, K>& s, int k, const Problem& p) {
+  return (s.z[k] * p.in_h + s.y[k]) * p.in_w + s.x[k];
+}
+
 // Second derivatives of a stencil's weights with respect to the pixel
 // coordinates, in the stencil's tap order, stored once per pair a <= b:
 // images xx, xy, yy; volumes xx, xy, xz, yy, yz, zz.
@@ -223,6 +234,12 @@ auto* elem(const V& t, int64_t n, int64_t c, const int64_t* sp) {
   for (std::size_t i = 2; i < kRank; ++i) off += sp[i - 2] * t.strides[i];
   return static_cast<Out*>(t.data) + off;
 }
+// The first element of plane (n, c).
+template <class S, class V>
+auto* plane_at(const V& t, int64_t n, int64_t c) {
+  using Out = std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(t.data)>>, const S, S>;
+  return static_cast<Out*>(t.data) + n * t.strides[0] + c * t.strides[1];
+}
 template <class S, class V, int G>
 auto* elem(const V& t, int64_t n, int64_t c, const Pixel<G>& px) {
   return elem<S>(t, n, c, px.i);
@@ -337,7 +354,6 @@ void run_planar(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, const In
   } else {
     as[0] = p.in_h * p.in_w, as[1] = p.in_w, as[2] = 1;
   }
-  const int64_t zero[G] = {};
 
 #pragma omp parallel num_threads(plan.threads)
   {
@@ -350,7 +366,7 @@ void run_planar(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, const In
       const int64_t q0 = part * chunk, q1 = std::min(pixels, q0 + chunk);
       // This task's accumulator plane of channel c.
       auto acc_plane = [&](int64_t c) -> T* {
-        if (plan.direct_input) return reinterpret_cast<T*>(elem<S>(d_input, n, c, zero));
+        if (plan.direct_input) return reinterpret_cast<T*>(plane_at<S>(d_input, n, c));
         return partials + ((n * p.c + c) * chunks + part) * plane;
       };
       if (mask.input) {
@@ -394,8 +410,8 @@ void run_planar(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, const In
         T tg[G] = {};
         for (int64_t c = c0; c < c1; ++c) {
           const T g = load(*elem<S>(grad, n, c, px));
-          const S* xin = elem<S>(input, n, c, zero);
-          const S* e = use_e ? elem<S>(gg_dx, n, c, zero) : nullptr;
+          const S* xin = plane_at<S>(input, n, c);
+          const S* e = use_e ? plane_at<S>(gg_dx, n, c) : nullptr;
           T* acc = scatter ? acc_plane(c) : nullptr;
           T dg = 0, eg[G] = {}, vg[G] = {};
           for (int t = 0; t < taps; ++t) {
@@ -474,8 +490,6 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
   T* partials = reinterpret_cast<T*>(ws + plan.input_partials);
   T* grid_partials = reinterpret_cast<T*>(ws + plan.grid_partials);
   const int64_t slab = plane * cb;  // one (n, block)'s copy
-  // A tap's row in the copies: dense [z][y][x][lane] with lanes innermost.
-  const int64_t dense[3] = {p.in_h * p.in_w, p.in_w, 1};
 
 #pragma omp parallel num_threads(plan.threads)
   {
@@ -521,7 +535,7 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
         }
         for (int k = 0; k < K; ++k) {
           if (!st.valid[k]) continue;
-          const int64_t off = tap_offset(st, k, dense) * cb;
+          const int64_t off = dense_offset(st, k, p) * cb;
           const T wk = st.w[k];
           T ad[G];
           for (int a = 0; a < G; ++a) ad[a] = dw(st, a, k);
