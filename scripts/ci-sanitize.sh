@@ -36,7 +36,8 @@ TSAN_TESTS=(threads_test kernel_vs_reference_test layout_test aclnn_test)
 # Threaded cases of other programs, as pairs of target and ctest name
 # pattern (the rest of those programs tests no threading).
 TSAN_CASES=(double_backward_test 'double_backward_test\.DoubleBackward\.BitwiseIdentical'
-            volume_kernels_test 'volume_kernels_test\.VolumeKernels\.ThreadCountsAreBitIdentical')
+            volume_kernels_test 'volume_kernels_test\.VolumeKernels\.ThreadCountsAreBitIdentical'
+            volume_double_backward_test 'volume_double_backward_test\.VolumeDoubleBackward\.BitwiseIdentical')
 
 # Nothing in the sanitizer builds is worth the time of the full SIMD target
 # list or of the benchmarks.

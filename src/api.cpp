@@ -125,6 +125,25 @@ Status grid_sampler_2d_double_backward(TensorView gg_dx, TensorView gg_dgrid, Te
   return Status::Ok();
 }
 
+Status grid_sampler_3d_double_backward(VolumeView gg_dx, VolumeView gg_dgrid, VolumeView grad, VolumeView input,
+                                       VolumeView grid, MutableVolumeView d_grad, MutableVolumeView d_input,
+                                       MutableVolumeView d_grid, const Options& options, DoubleBackwardMask mask) {
+  detail::Problem p;
+  if (Status s = detail::validate_double_backward_3d(gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid,
+                                                     options, mask, &p);
+      !s.ok())
+    return s;
+  const cpu::DoubleBackwardPlan plan =
+      cpu::plan_double_backward(p, mask, gg_dx.data != nullptr, gg_dgrid.data != nullptr);
+  detail::CachedBuffer workspace(plan.workspace_bytes);
+  if (plan.workspace_bytes > 0 && workspace.data() == nullptr) {
+    return {StatusCode::kInternal,
+            "workspace: cannot allocate " + std::to_string(plan.workspace_bytes) + " bytes"};
+  }
+  cpu::run_double_backward(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, workspace.data());
+  return Status::Ok();
+}
+
 void release_cached_memory() { detail::release_cached_buffers(); }
 
 std::size_t cached_memory_bytes() { return detail::cached_buffer_bytes(); }

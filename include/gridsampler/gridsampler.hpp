@@ -166,7 +166,8 @@ GRIDSAMPLER_API Status grid_sampler_3d_backward(VolumeView grad, VolumeView inpu
                                                 MutableVolumeView dx, MutableVolumeView dgrid,
                                                 const Options& options = {}, OutputMask mask = {});
 
-// Which gradients grid_sampler_2d_double_backward computes; the same rule
+// Which gradients grid_sampler_2d_double_backward and
+// grid_sampler_3d_double_backward compute; the same rule
 // as OutputMask for what is not wanted.
 struct DoubleBackwardMask {
   bool grad = true;   // d_grad
@@ -193,6 +194,17 @@ GRIDSAMPLER_API Status grid_sampler_2d_double_backward(TensorView gg_dx, TensorV
                                                        TensorView input, TensorView grid,
                                                        MutableTensorView d_grad, MutableTensorView d_input,
                                                        MutableTensorView d_grid, const Options& options = {},
+                                                       DoubleBackwardMask mask = {});
+
+// The double backward of volumes: differentiates grid_sampler_3d_backward,
+// with the contract of grid_sampler_2d_double_backward over 5-D views
+// (gg_dx and d_input shaped like input, gg_dgrid and d_grid like grid, d_grad
+// like grad). Trilinear weights have only mixed second derivatives; tricubic
+// has all six.
+GRIDSAMPLER_API Status grid_sampler_3d_double_backward(VolumeView gg_dx, VolumeView gg_dgrid, VolumeView grad,
+                                                       VolumeView input, VolumeView grid,
+                                                       MutableVolumeView d_grad, MutableVolumeView d_input,
+                                                       MutableVolumeView d_grid, const Options& options = {},
                                                        DoubleBackwardMask mask = {});
 
 // Memory kept between calls. A thread that calls the library keeps one

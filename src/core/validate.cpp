@@ -360,6 +360,59 @@ Status validate_backward_any(const BasicTensorView<const void*, Rank>& grad,
   return Status::Ok();
 }
 
+template <std::size_t Rank>
+Status validate_double_backward_any(const BasicTensorView<const void*, Rank>& gg_dx,
+                                    const BasicTensorView<const void*, Rank>& gg_dgrid,
+                                    const BasicTensorView<const void*, Rank>& grad,
+                                    const BasicTensorView<const void*, Rank>& input,
+                                    const BasicTensorView<const void*, Rank>& grid,
+                                    const BasicTensorView<void*, Rank>& d_grad,
+                                    const BasicTensorView<void*, Rank>& d_input,
+                                    const BasicTensorView<void*, Rank>& d_grid, const Options& options,
+                                    DoubleBackwardMask mask, Problem* p) {
+  if (Status s = check_options(options); !s.ok()) return s;
+  const TensorNames names;
+  std::vector<Checked> seen;
+  if (Status s = check_input_grid(input, grid, names, p, &seen); !s.ok()) return s;
+  if (Status s = check_grad(grad, names, p, &seen); !s.ok()) return s;
+  if (gg_dx.data != nullptr) {
+    if (Status s = check_input_like("gg_dx", gg_dx, input.shape, "the shape of input", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  if (gg_dgrid.data != nullptr) {
+    if (Status s = check_input_like("gg_dgrid", gg_dgrid, grid.shape, "the shape of grid", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  const ShapeR<Rank> grad_shape = sampled_shape<Rank>(*p);
+  if (mask.grad) {
+    if (Status s = check_output("d_grad", d_grad, grad_shape, "the shape of grad", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  if (mask.input) {
+    if (Status s = check_output("d_input", d_input, input.shape, "the shape of input", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  if (mask.grid) {
+    if (Status s = check_output("d_grid", d_grid, grid.shape, "the shape of grid", p->dtype, "input", &seen);
+        !s.ok())
+      return s;
+  }
+  p->options = options;
+  p->mask = {mask.input, mask.grid};
+  if constexpr (Rank == 5) {
+    p->dx_strides_5d = d_input.strides;
+    p->dx_strides = {};
+  } else {
+    p->dx_strides = d_input.strides;
+    p->dx_strides_5d = {};
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status validate_forward(const TensorView& input, const TensorView& grid,
@@ -393,41 +446,17 @@ Status validate_double_backward(const TensorView& gg_dx, const TensorView& gg_dg
                                 const MutableTensorView& d_grad, const MutableTensorView& d_input,
                                 const MutableTensorView& d_grid, const Options& options,
                                 DoubleBackwardMask mask, Problem* p) {
-  if (Status s = check_options(options); !s.ok()) return s;
-  const TensorNames names;
-  std::vector<Checked> seen;
-  if (Status s = check_input_grid(input, grid, names, p, &seen); !s.ok()) return s;
-  if (Status s = check_grad(grad, names, p, &seen); !s.ok()) return s;
-  if (gg_dx.data != nullptr) {
-    if (Status s = check_input_like("gg_dx", gg_dx, input.shape, "the shape of input", p->dtype, "input", &seen);
-        !s.ok())
-      return s;
-  }
-  if (gg_dgrid.data != nullptr) {
-    if (Status s = check_input_like("gg_dgrid", gg_dgrid, grid.shape, "the shape of grid", p->dtype, "input", &seen);
-        !s.ok())
-      return s;
-  }
-  const Shape4 grad_shape = sampled_shape<4>(*p);
-  if (mask.grad) {
-    if (Status s = check_output("d_grad", d_grad, grad_shape, "the shape of grad", p->dtype, "input", &seen);
-        !s.ok())
-      return s;
-  }
-  if (mask.input) {
-    if (Status s = check_output("d_input", d_input, input.shape, "the shape of input", p->dtype, "input", &seen);
-        !s.ok())
-      return s;
-  }
-  if (mask.grid) {
-    if (Status s = check_output("d_grid", d_grid, grid.shape, "the shape of grid", p->dtype, "input", &seen);
-        !s.ok())
-      return s;
-  }
-  p->options = options;
-  p->mask = {mask.input, mask.grid};
-  p->dx_strides = d_input.strides;
-  return Status::Ok();
+  return validate_double_backward_any(gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, options,
+                                      mask, p);
+}
+
+Status validate_double_backward_3d(const VolumeView& gg_dx, const VolumeView& gg_dgrid,
+                                   const VolumeView& grad, const VolumeView& input, const VolumeView& grid,
+                                   const MutableVolumeView& d_grad, const MutableVolumeView& d_input,
+                                   const MutableVolumeView& d_grid, const Options& options,
+                                   DoubleBackwardMask mask, Problem* p) {
+  return validate_double_backward_any(gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, options,
+                                      mask, p);
 }
 
 }  // namespace gridsampler::detail

@@ -88,4 +88,11 @@ Status validate_double_backward(const TensorView& gg_dx, const TensorView& gg_dg
                                 const MutableTensorView& d_grid, const Options& options,
                                 DoubleBackwardMask mask, Problem* problem);
 
+// Volumes: the same rules over 5-D views; sets problem->dx_strides_5d.
+Status validate_double_backward_3d(const VolumeView& gg_dx, const VolumeView& gg_dgrid,
+                                   const VolumeView& grad, const VolumeView& input, const VolumeView& grid,
+                                   const MutableVolumeView& d_grad, const MutableVolumeView& d_input,
+                                   const MutableVolumeView& d_grid, const Options& options,
+                                   DoubleBackwardMask mask, Problem* problem);
+
 }  // namespace gridsampler::detail

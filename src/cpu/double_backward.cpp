@@ -7,11 +7,17 @@
 // gathers and scatters; the first-order kernels' vector machinery answers a
 // different question (many channels sharing one weight set per tap), which
 // the channel loop here already exploits.
+//
+// One driver serves images and volumes: G, the number of grid components
+// (2 or 3), is a template parameter. Every per-component sum runs over
+// a = 0 .. G-1 in that order, so the 2-D instantiations do the 2-D arithmetic
+// in the 2-D order; volumes add a depth axis to the offsets and loops.
 #include "cpu/double_backward.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/coords.hpp"
 #include "core/dtype.hpp"
@@ -42,28 +48,85 @@ uint64_t mul(uint64_t a, uint64_t b) {
 }
 uint64_t align_up(uint64_t v) { return v >= kSaturated - 63 ? kSaturated : (v + 63) / 64 * 64; }
 
-// Second derivatives of a stencil's weights with respect to (ix, iy), in the
-// stencil's tap order.
+// Views of images (G = 2, rank 4) and volumes (G = 3, rank 5).
+template <int G>
+using InView = BasicTensorView<const void*, G + 2>;
+template <int G>
+using OutView = BasicTensorView<void*, G + 2>;
+
+// The first-order stencil of G components: taps, weights, derivatives.
+template <Interpolation M, int G>
+inline constexpr int kTapsG = G == 2 ? kTaps<M> : kTaps3<M>;
+template <class T, int K, int G>
+using StencilG = std::conditional_t<G == 2, Stencil<T, K>, Stencil3<T, K>>;
+
+// Uniform access to the two stencil types; `a` is a component (0 x, 1 y,
+// 2 z), constant after unrolling.
 template <class T, int K>
+T dw(const Stencil<T, K>& s, int a, int k) {
+  return a == 0 ? s.dw_dx[k] : s.dw_dy[k];
+}
+template <class T, int K>
+T dw(const Stencil3<T, K>& s, int a, int k) {
+  return s.dw[a][k];
+}
+template <class T, int K>
+T mult(const Stencil<T, K>& s, int a) {
+  return a == 0 ? s.mult_x : s.mult_y;
+}
+template <class T, int K>
+T mult(const Stencil3<T, K>& s, int a) {
+  return s.mult[a];
+}
+// Tap k's offset for spatial strides st = (depth, height, width); images
+// have no depth.
+template <class T, int K>
+int64_t tap_offset(const Stencil<T, K>& s, int k, const int64_t st[3]) {
+  return s.y[k] * st[1] + s.x[k] * st[2];
+}
+template <class T, int K>
+int64_t tap_offset(const Stencil3<T, K>& s, int k, const int64_t st[3]) {
+  return s.z[k] * st[0] + s.y[k] * st[1] + s.x[k] * st[2];
+}
+
+// Tap k's pixel index in a dense [z][y][x] plane (the interleaved copies),
+// from the problem's sizes: no array a parallel region would have to share.
+template <class T, int K>
+int64_t dense_offset(const Stencil<T, K>& s, int k, const Problem& p) {
+  return s.y[k] * p.in_w + s.x[k];
+}
+template <class T, int K>
+int64_t dense_offset(const Stencil3<T, K>& s, int k, const Problem& p) {
+  return (s.z[k] * p.in_h + s.y[k]) * p.in_w + s.x[k];
+}
+
+// Second derivatives of a stencil's weights with respect to the pixel
+// coordinates, in the stencil's tap order, stored once per pair a <= b:
+// images xx, xy, yy; volumes xx, xy, xz, yy, yz, zz.
+template <class T, int K, int G>
 struct Curvature {
-  T xx[K], xy[K], yy[K];
+  T h[G * (G + 1) / 2][K];
 };
+template <int G>
+constexpr int pair_index(int a, int b) {
+  return a <= b ? a * G - a * (a - 1) / 2 + (b - a) : pair_index<G>(b, a);
+}
 
 template <Interpolation M, Padding P, bool kAlign, class T>
-void build_curvature(T gx, T gy, int64_t height, int64_t width, Curvature<T, kTaps<M>>* h) {
+void build_curvature(const T* g, const int64_t size[3], Curvature<T, kTaps<M>, 2>* c) {
   if constexpr (M == Interpolation::kBilinear) {
     // Bilinear in (ix, iy): only the mixed derivative, +-1 (tap order of
     // bilinear_taps: (y0, x0), (y0, x0 + 1), (y0 + 1, x0), (y0 + 1, x0 + 1)).
     constexpr T kMixed[4] = {1, -1, -1, 1};
     for (int k = 0; k < 4; ++k) {
-      h->xx[k] = 0;
-      h->xy[k] = kMixed[k];
-      h->yy[k] = 0;
+      c->h[0][k] = 0;
+      c->h[1][k] = kMixed[k];
+      c->h[2][k] = 0;
     }
   } else if constexpr (M == Interpolation::kBicubic) {
     T mx = 0, my = 0;
-    const T ix = coords::bicubic_source<P>(gx, width, kAlign, &mx);
-    const T iy = coords::bicubic_source<P>(gy, height, kAlign, &my);
+    const T ix = coords::bicubic_source<P>(g[0], size[2], kAlign, &mx);
+    const T iy = coords::bicubic_source<P>(g[1], size[1], kAlign, &my);
     const T tx = ix - std::floor(ix), ty = iy - std::floor(iy);
     T cx[4], cy[4], gcx[4], gcy[4], hcx[4], hcy[4];
     coords::cubic_weights(tx, cx);
@@ -74,100 +137,202 @@ void build_curvature(T gx, T gy, int64_t height, int64_t width, Curvature<T, kTa
     coords::cubic_weight_curvatures(ty, hcy);
     for (int j = 0; j < 4; ++j) {
       for (int i = 0; i < 4; ++i) {
-        h->xx[j * 4 + i] = hcx[i] * cy[j];
-        h->xy[j * 4 + i] = gcx[i] * gcy[j];
-        h->yy[j * 4 + i] = cx[i] * hcy[j];
+        c->h[0][j * 4 + i] = hcx[i] * cy[j];
+        c->h[1][j * 4 + i] = gcx[i] * gcy[j];
+        c->h[2][j * 4 + i] = cx[i] * hcy[j];
       }
     }
   } else {
-    (void)gx, (void)gy, (void)height, (void)width, (void)h;
+    (void)g, (void)size, (void)c;
   }
 }
 
-template <class S>
-const S* at(const TensorView& t, int64_t a, int64_t b, int64_t c, int64_t d) {
-  const Shape4& s = t.strides;
-  return static_cast<const S*>(t.data) + a * s[0] + b * s[1] + c * s[2] + d * s[3];
+// Volumes: w = wx wy wz, so a second derivative along two axes is the
+// product of their first derivatives and the third axis's weight, and along
+// one axis twice that axis's second derivative times the other weights
+// (0 for linear weights: trilinear has only the mixed terms). Tap order of
+// build_stencil_3d (z, y, x; x fastest).
+template <Interpolation M, Padding P, bool kAlign, class T>
+void build_curvature(const T* g, const int64_t size[3], Curvature<T, kTaps3<M>, 3>* c) {
+  if constexpr (M == Interpolation::kBilinear) {
+    T m = 0;
+    const T ix = coords::source_index<P>(g[0], size[2], kAlign, &m);
+    const T iy = coords::source_index<P>(g[1], size[1], kAlign, &m);
+    const T iz = coords::source_index<P>(g[2], size[0], kAlign, &m);
+    const T tx = ix - std::floor(ix), ty = iy - std::floor(iy), tz = iz - std::floor(iz);
+    const T wx[2] = {T(1) - tx, tx}, wy[2] = {T(1) - ty, ty}, wz[2] = {T(1) - tz, tz};
+    const T sign[2] = {T(-1), T(1)};
+    for (int k = 0; k < 2; ++k) {
+      for (int j = 0; j < 2; ++j) {
+        for (int i = 0; i < 2; ++i) {
+          const int t = k * 4 + j * 2 + i;
+          c->h[0][t] = 0;
+          c->h[1][t] = sign[i] * sign[j] * wz[k];
+          c->h[2][t] = sign[i] * wy[j] * sign[k];
+          c->h[3][t] = 0;
+          c->h[4][t] = wx[i] * sign[j] * sign[k];
+          c->h[5][t] = 0;
+        }
+      }
+    }
+  } else if constexpr (M == Interpolation::kBicubic) {
+    T m = 0;
+    const T ix = coords::bicubic_source<P>(g[0], size[2], kAlign, &m);
+    const T iy = coords::bicubic_source<P>(g[1], size[1], kAlign, &m);
+    const T iz = coords::bicubic_source<P>(g[2], size[0], kAlign, &m);
+    const T tx = ix - std::floor(ix), ty = iy - std::floor(iy), tz = iz - std::floor(iz);
+    T cx[4], cy[4], cz[4], gx[4], gy[4], gz[4], hx[4], hy[4], hz[4];
+    coords::cubic_weights(tx, cx);
+    coords::cubic_weights(ty, cy);
+    coords::cubic_weights(tz, cz);
+    coords::cubic_weight_grads(tx, gx);  // minus the first derivatives: pairs of them keep their sign
+    coords::cubic_weight_grads(ty, gy);
+    coords::cubic_weight_grads(tz, gz);
+    coords::cubic_weight_curvatures(tx, hx);
+    coords::cubic_weight_curvatures(ty, hy);
+    coords::cubic_weight_curvatures(tz, hz);
+    for (int k = 0; k < 4; ++k) {
+      for (int j = 0; j < 4; ++j) {
+        for (int i = 0; i < 4; ++i) {
+          const int t = (k * 4 + j) * 4 + i;
+          c->h[0][t] = hx[i] * cy[j] * cz[k];
+          c->h[1][t] = gx[i] * gy[j] * cz[k];
+          c->h[2][t] = gx[i] * cy[j] * gz[k];
+          c->h[3][t] = cx[i] * hy[j] * cz[k];
+          c->h[4][t] = cx[i] * gy[j] * gz[k];
+          c->h[5][t] = cx[i] * cy[j] * hz[k];
+        }
+      }
+    }
+  } else {
+    (void)g, (void)size, (void)c;
+  }
 }
-template <class S>
-S* at(const MutableTensorView& t, int64_t a, int64_t b, int64_t c, int64_t d) {
-  const Shape4& s = t.strides;
-  return static_cast<S*>(t.data) + a * s[0] + b * s[1] + c * s[2] + d * s[3];
+
+// An output pixel (voxel): its spatial index (h, w) or (d, h, w).
+template <int G>
+struct Pixel {
+  int64_t i[G];
+};
+template <int G>
+Pixel<G> pixel_at(const Problem& p, int64_t q) {
+  if constexpr (G == 2) {
+    return {{q / p.out_w, q % p.out_w}};
+  } else {
+    const int64_t hw = p.out_h * p.out_w, r = q % hw;
+    return {{q / hw, r / p.out_w, r % p.out_w}};
+  }
+}
+
+// Elements of tensors shaped like input or grad, (n, c, spatial...), and
+// like grid, (n, spatial..., component).
+template <class S, class V>
+auto* elem(const V& t, int64_t n, int64_t c, const int64_t* sp) {
+  using Out = std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(t.data)>>, const S, S>;
+  constexpr std::size_t kRank = std::tuple_size_v<decltype(t.strides)>;
+  int64_t off = n * t.strides[0] + c * t.strides[1];
+  for (std::size_t i = 2; i < kRank; ++i) off += sp[i - 2] * t.strides[i];
+  return static_cast<Out*>(t.data) + off;
+}
+// The first element of plane (n, c).
+template <class S, class V>
+auto* plane_at(const V& t, int64_t n, int64_t c) {
+  using Out = std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(t.data)>>, const S, S>;
+  return static_cast<Out*>(t.data) + n * t.strides[0] + c * t.strides[1];
+}
+template <class S, class V, int G>
+auto* elem(const V& t, int64_t n, int64_t c, const Pixel<G>& px) {
+  return elem<S>(t, n, c, px.i);
+}
+template <class S, class V, int G>
+auto* grid_elem(const V& t, int64_t n, const Pixel<G>& px) {
+  using Out = std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(t.data)>>, const S, S>;
+  int64_t off = n * t.strides[0];
+  for (int i = 0; i < G; ++i) off += px.i[i] * t.strides[1 + i];
+  return static_cast<Out*>(t.data) + off;
+}
+// The spatial strides (depth, height, width) of an input-shaped view.
+template <int G, class V>
+void spatial_strides(const V& t, int64_t st[3]) {
+  st[0] = G == 3 ? t.strides[2] : 0;
+  st[1] = t.strides[G];
+  st[2] = t.strides[G + 1];
 }
 
 // What both drivers build for one output pixel: its stencil, the weights'
 // second derivatives, and gg_dgrid in pixel units (0 when unused).
-template <class T, int K>
+template <class T, int K, int G>
 struct PixelStencil {
-  Stencil<T, K> st;
-  Curvature<T, K> cv;
-  T px = 0, py = 0;
+  StencilG<T, K, G> st;
+  Curvature<T, K, G> cv;
+  T pg[G] = {};
 };
 
 // Inlined into the pixel loops: called once per output pixel, and a call
 // (with its returned struct) cost 10% more instructions on small problems.
-template <class S, Interpolation M, Padding P, bool kAlign>
-[[gnu::always_inline]] inline PixelStencil<compute_t<S>, kTaps<M>> pixel_stencil(const Problem& p, const TensorView& grid,
-                                                   const TensorView& gg_dgrid, bool use_v, int64_t n,
-                                                   int64_t h, int64_t w) {
-  PixelStencil<compute_t<S>, kTaps<M>> ps;
-  const S* g2 = at<S>(grid, n, h, w, 0);
-  const compute_t<S> gx = load(g2[0]), gy = load(g2[grid.strides[3]]);
-  build_stencil<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &ps.st);
-  build_curvature<M, P, kAlign>(gx, gy, p.in_h, p.in_w, &ps.cv);
+template <class S, Interpolation M, Padding P, bool kAlign, int G>
+[[gnu::always_inline]] inline PixelStencil<compute_t<S>, kTapsG<M, G>, G> pixel_stencil(
+    const Problem& p, const InView<G>& grid, const InView<G>& gg_dgrid, bool use_v, int64_t n, const Pixel<G>& px) {
+  using T = compute_t<S>;
+  PixelStencil<T, kTapsG<M, G>, G> ps;
+  const S* g2 = grid_elem<S>(grid, n, px);
+  T g[G];
+  for (int a = 0; a < G; ++a) g[a] = load(g2[a * grid.strides[G + 1]]);
+  const int64_t size[3] = {p.in_d, p.in_h, p.in_w};
+  if constexpr (G == 2) {
+    build_stencil<M, P, kAlign>(g[0], g[1], p.in_h, p.in_w, &ps.st);
+  } else {
+    build_stencil_3d<M, P, kAlign>(g[0], g[1], g[2], size, &ps.st);
+  }
+  build_curvature<M, P, kAlign>(g, size, &ps.cv);
   if (use_v) {
-    const S* gg = at<S>(gg_dgrid, n, h, w, 0);
-    ps.px = load(gg[0]) * ps.st.mult_x;
-    ps.py = load(gg[gg_dgrid.strides[3]]) * ps.st.mult_y;
+    const S* gg = grid_elem<S>(gg_dgrid, n, px);
+    for (int a = 0; a < G; ++a) ps.pg[a] = load(gg[a * gg_dgrid.strides[G + 1]]) * mult(ps.st, a);
   }
   return ps;
 }
 
 // A pixel's d_grid from one task: stored, or with several channel blocks
 // kept as the block's partial sum.
-template <class S, class T>
-void store_grid(const DoubleBackwardPlan& plan, const MutableTensorView& d_grid, T* grid_partials, int64_t n,
-                int64_t block, int64_t h, int64_t w, T dx, T dy) {
+template <class S, int G, class T>
+void store_grid(const DoubleBackwardPlan& plan, const OutView<G>& d_grid, T* grid_partials, int64_t n,
+                int64_t block, int64_t q, const Pixel<G>& px, const T* dg) {
   const detail::Problem& p = plan.problem;
   if (plan.channel_blocks == 1) {
-    S* d = at<S>(d_grid, n, h, w, 0);
-    d[0] = store<S>(dx);
-    d[d_grid.strides[3]] = store<S>(dy);
+    S* d = grid_elem<S>(d_grid, n, px);
+    for (int a = 0; a < G; ++a) d[a * d_grid.strides[G + 1]] = store<S>(dg[a]);
   } else {
-    T* d = grid_partials + ((n * plan.channel_blocks + block) * p.out_h * p.out_w + h * p.out_w + w) * 2;
-    d[0] = dx;
-    d[1] = dy;
+    const int64_t pixels = p.out_d * p.out_h * p.out_w;
+    T* d = grid_partials + ((n * plan.channel_blocks + block) * pixels + q) * G;
+    for (int a = 0; a < G; ++a) d[a] = dg[a];
   }
 }
 
 // The channel blocks' d_grid partial sums added in block order and stored;
 // a work-sharing loop of the enclosing parallel region.
-template <class S, class T>
-void sum_grid_partials(const DoubleBackwardPlan& plan, const T* grid_partials, const MutableTensorView& d_grid) {
+template <class S, int G, class T>
+void sum_grid_partials(const DoubleBackwardPlan& plan, const T* grid_partials, const OutView<G>& d_grid) {
   const detail::Problem& p = plan.problem;
-  const int64_t pixels = p.out_h * p.out_w, blocks = plan.channel_blocks;
+  const int64_t pixels = p.out_d * p.out_h * p.out_w, blocks = plan.channel_blocks;
 #pragma omp for schedule(static)
   for (int64_t nq = 0; nq < p.n * pixels; ++nq) {
     const int64_t n = nq / pixels, q = nq % pixels;
-    T sx = 0, sy = 0;
+    T sum[G] = {};
     for (int64_t block = 0; block < blocks; ++block) {
-      const T* d = grid_partials + ((n * blocks + block) * pixels + q) * 2;
-      sx += d[0];
-      sy += d[1];
+      const T* d = grid_partials + ((n * blocks + block) * pixels + q) * G;
+      for (int a = 0; a < G; ++a) sum[a] += d[a];
     }
-    S* d = at<S>(d_grid, n, q / p.out_w, q % p.out_w, 0);
-    d[0] = store<S>(sx);
-    d[d_grid.strides[3]] = store<S>(sy);
+    S* d = grid_elem<S>(d_grid, n, pixel_at<G>(p, q));
+    for (int a = 0; a < G; ++a) d[a * d_grid.strides[G + 1]] = store<S>(sum[a]);
   }
 }
 
-template <class S, Interpolation M, Padding P, bool kAlign>
-void run_planar(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
-         const TensorView& grad, const TensorView& input, const TensorView& grid,
-         const MutableTensorView& d_grad, const MutableTensorView& d_input, const MutableTensorView& d_grid,
-         unsigned char* ws) {
+template <class S, Interpolation M, Padding P, bool kAlign, int G>
+void run_planar(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, const InView<G>& gg_dgrid,
+                const InView<G>& grad, const InView<G>& input, const InView<G>& grid, const OutView<G>& d_grad,
+                const OutView<G>& d_input, const OutView<G>& d_grid, unsigned char* ws) {
   using T = compute_t<S>;
-  constexpr int K = kTaps<M>;
+  constexpr int K = kTapsG<M, G>;
   // nearest's weights are piecewise constant: d_input and d_grid get no
   // terms (they are zero, not 0 * grad).
   constexpr bool kSmooth = M != Interpolation::kNearest;
@@ -176,14 +341,19 @@ void run_planar(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const T
   const bool use_e = plan.has_gg_dx;                   // gg_dx's terms
   const bool use_v = plan.has_gg_dgrid && kSmooth;    // gg_dgrid's terms
   const bool scatter = mask.input && use_v;
-  const int64_t pixels = p.out_h * p.out_w, plane = p.in_h * p.in_w;
+  const int64_t pixels = p.out_d * p.out_h * p.out_w, plane = p.in_d * p.in_h * p.in_w;
   const int64_t blocks = plan.channel_blocks, cb = plan.channel_block;
   const int64_t chunks = plan.pixel_chunks, chunk = plan.chunk_pixels;
   T* partials = reinterpret_cast<T*>(ws + plan.input_partials);
   T* grid_partials = reinterpret_cast<T*>(ws + plan.grid_partials);
-  const Shape4& is = input.strides;
-  const Shape4& es = gg_dx.strides;
-  const Shape4& as = plan.direct_input ? d_input.strides : Shape4{0, 0, p.in_w, 1};
+  int64_t is[3], es[3], as[3];
+  spatial_strides<G>(input, is);
+  spatial_strides<G>(gg_dx, es);
+  if (plan.direct_input) {
+    spatial_strides<G>(d_input, as);
+  } else {
+    as[0] = p.in_h * p.in_w, as[1] = p.in_w, as[2] = 1;
+  }
 
 #pragma omp parallel num_threads(plan.threads)
   {
@@ -196,73 +366,79 @@ void run_planar(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const T
       const int64_t q0 = part * chunk, q1 = std::min(pixels, q0 + chunk);
       // This task's accumulator plane of channel c.
       auto acc_plane = [&](int64_t c) -> T* {
-        if (plan.direct_input) return reinterpret_cast<T*>(at<S>(d_input, n, c, 0, 0));
+        if (plan.direct_input) return reinterpret_cast<T*>(plane_at<S>(d_input, n, c));
         return partials + ((n * p.c + c) * chunks + part) * plane;
       };
       if (mask.input) {
         for (int64_t c = c0; c < c1; ++c) {
           T* a = acc_plane(c);
-          for (int64_t y = 0; y < p.in_h; ++y) {
-            for (int64_t x = 0; x < p.in_w; ++x) a[y * as[2] + x * as[3]] = T(0);
+          for (int64_t z = 0; z < p.in_d; ++z) {
+            for (int64_t y = 0; y < p.in_h; ++y) {
+              for (int64_t x = 0; x < p.in_w; ++x) a[z * as[0] + y * as[1] + x * as[2]] = T(0);
+            }
           }
         }
       }
       for (int64_t q = q0; q < q1; ++q) {
-        const int64_t h = q / p.out_w, w = q % p.out_w;
-        const PixelStencil<T, K> ps = pixel_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, h, w);
-        const Stencil<T, K>& st = ps.st;
-        const Curvature<T, K>& cv = ps.cv;
-        const T px = ps.px, py = ps.py;
+        const Pixel<G> px = pixel_at<G>(p, q);
+        const PixelStencil<T, K, G> ps = pixel_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px);
+        const StencilG<T, K, G>& st = ps.st;
+        const Curvature<T, K, G>& cv = ps.cv;
+        const T* pg = ps.pg;
         // Per tap: v (d_grad's and d_input's weight), the curvature terms of
         // d_grid, and where it lives in input, gg_dx and the accumulators.
-        T v[K], sx[K], sy[K];
+        T v[K], s[G][K];
         int64_t in_off[K] = {}, e_off[K] = {}, a_off[K] = {};
         int valid[K] = {};
         int taps = 0;
         for (int k = 0; k < K; ++k) {
           if (!st.valid[k]) continue;
           valid[taps] = k;
-          in_off[taps] = st.y[k] * is[2] + st.x[k] * is[3];
-          e_off[taps] = st.y[k] * es[2] + st.x[k] * es[3];
-          a_off[taps] = st.y[k] * as[2] + st.x[k] * as[3];
-          v[taps] = px * st.dw_dx[k] + py * st.dw_dy[k];
-          sx[taps] = px * cv.xx[k] + py * cv.xy[k];
-          sy[taps] = px * cv.xy[k] + py * cv.yy[k];
+          in_off[taps] = tap_offset(st, k, is);
+          e_off[taps] = tap_offset(st, k, es);
+          a_off[taps] = tap_offset(st, k, as);
+          T vk = pg[0] * dw(st, 0, k);
+          for (int a = 1; a < G; ++a) vk += pg[a] * dw(st, a, k);
+          v[taps] = vk;
+          for (int b = 0; b < G; ++b) {
+            T sb = pg[0] * cv.h[pair_index<G>(0, b)][k];
+            for (int a = 1; a < G; ++a) sb += pg[a] * cv.h[pair_index<G>(a, b)][k];
+            s[b][taps] = sb;
+          }
           ++taps;
         }
-        T tx = 0, ty = 0;
+        T tg[G] = {};
         for (int64_t c = c0; c < c1; ++c) {
-          const T g = load(*at<S>(grad, n, c, h, w));
-          const S* xin = at<S>(input, n, c, 0, 0);
-          const S* e = use_e ? at<S>(gg_dx, n, c, 0, 0) : nullptr;
+          const T g = load(*elem<S>(grad, n, c, px));
+          const S* xin = plane_at<S>(input, n, c);
+          const S* e = use_e ? plane_at<S>(gg_dx, n, c) : nullptr;
           T* acc = scatter ? acc_plane(c) : nullptr;
-          T dg = 0, ex = 0, ey = 0, vx = 0, vy = 0;
+          T dg = 0, eg[G] = {}, vg[G] = {};
           for (int t = 0; t < taps; ++t) {
             const int k = valid[t];
             if (use_e) {
               const T ev = load(e[e_off[t]]);
               dg += st.w[k] * ev;
               if constexpr (kSmooth) {
-                ex += ev * st.dw_dx[k];
-                ey += ev * st.dw_dy[k];
+                for (int a = 0; a < G; ++a) eg[a] += ev * dw(st, a, k);
               }
             }
             if (use_v) {
               const T xv = load(xin[in_off[t]]);
               dg += v[t] * xv;
-              vx += xv * sx[t];
-              vy += xv * sy[t];
+              for (int a = 0; a < G; ++a) vg[a] += xv * s[a][t];
               if (scatter) acc[a_off[t]] += v[t] * g;
             }
           }
-          if (mask.grad) *at<S>(d_grad, n, c, h, w) = store<S>(dg);
+          if (mask.grad) *elem<S>(d_grad, n, c, px) = store<S>(dg);
           if constexpr (kSmooth) {
-            tx += g * (ex + vx);
-            ty += g * (ey + vy);
+            for (int a = 0; a < G; ++a) tg[a] += g * (eg[a] + vg[a]);
           }
         }
         if (mask.grid) {
-          store_grid<S>(plan, d_grid, grid_partials, n, block, h, w, st.mult_x * tx, st.mult_y * ty);
+          T dgrid[G];
+          for (int a = 0; a < G; ++a) dgrid[a] = mult(st, a) * tg[a];
+          store_grid<S, G>(plan, d_grid, grid_partials, n, block, q, px, dgrid);
         }
       }
     }
@@ -270,40 +446,43 @@ void run_planar(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const T
     // Fixed-order sums of what spans tasks (the barrier of the loop above
     // has made every partial visible).
     if (mask.input && !plan.direct_input) {
+      const int64_t rows = p.in_d * p.in_h;
 #pragma omp for schedule(static)
       for (int64_t nc = 0; nc < p.n * p.c; ++nc) {
         const int64_t n = nc / p.c, c = nc % p.c;
         const T* first = partials + nc * chunks * plane;
-        for (int64_t y = 0; y < p.in_h; ++y) {
-          S* row = at<S>(d_input, n, c, y, 0);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t sp[3] = {r / p.in_h, r % p.in_h, 0};
+          S* row = elem<S>(d_input, n, c, G == 3 ? sp : sp + 1);
           for (int64_t x = 0; x < p.in_w; ++x) {
-            T sum = scatter ? first[y * p.in_w + x] : T(0);
-            for (int64_t part = 1; scatter && part < chunks; ++part) sum += first[part * plane + y * p.in_w + x];
-            row[x * d_input.strides[3]] = store<S>(sum);
+            T sum = scatter ? first[r * p.in_w + x] : T(0);
+            for (int64_t part = 1; scatter && part < chunks; ++part) sum += first[part * plane + r * p.in_w + x];
+            row[x * d_input.strides[G + 1]] = store<S>(sum);
           }
         }
       }
     }
-    if (mask.grid && blocks > 1) sum_grid_partials<S>(plan, grid_partials, d_grid);
+    if (mask.grid && blocks > 1) sum_grid_partials<S, G>(plan, grid_partials, d_grid);
   }
 }
 
 // The interleaved driver: the same sums as run_planar, per tap a loop over
 // the block's channels through contiguous rows of the copies.
-template <class S, Interpolation M, Padding P, bool kAlign>
-void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
-                     const TensorView& grad, const TensorView& input, const TensorView& grid,
-                     const MutableTensorView& d_grad, const MutableTensorView& d_input,
-                     const MutableTensorView& d_grid, unsigned char* ws) {
+template <class S, Interpolation M, Padding P, bool kAlign, int G>
+void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, const InView<G>& gg_dgrid,
+                     const InView<G>& grad, const InView<G>& input, const InView<G>& grid,
+                     const OutView<G>& d_grad, const OutView<G>& d_input, const OutView<G>& d_grid,
+                     unsigned char* ws) {
   using T = compute_t<S>;
-  constexpr int K = kTaps<M>;
+  constexpr int K = kTapsG<M, G>;
   constexpr bool kSmooth = M != Interpolation::kNearest;
   const Problem& p = plan.problem;
   const DoubleBackwardMask mask = plan.mask;
   const bool use_e = plan.has_gg_dx;
   const bool use_v = plan.has_gg_dgrid && kSmooth;
   const bool scatter = mask.input && use_v;
-  const int64_t pixels = p.out_h * p.out_w, plane = p.in_h * p.in_w;
+  const int64_t pixels = p.out_d * p.out_h * p.out_w, plane = p.in_d * p.in_h * p.in_w;
+  const int64_t rows = p.in_d * p.in_h;  // input rows (z, y)
   const int64_t blocks = plan.channel_blocks, cb = plan.channel_block;
   const int64_t chunks = plan.pixel_chunks, chunk = plan.chunk_pixels;
   T* values = reinterpret_cast<T*>(ws + plan.values);
@@ -316,16 +495,17 @@ void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, co
   {
     // The copies: tasks (n, block, input row).
 #pragma omp for schedule(static)
-    for (int64_t task = 0; task < p.n * blocks * p.in_h; ++task) {
-      const int64_t nb = task / p.in_h, y = task % p.in_h;
+    for (int64_t task = 0; task < p.n * blocks * rows; ++task) {
+      const int64_t nb = task / rows, r = task % rows;
+      const int64_t sp[3] = {r / p.in_h, r % p.in_h, 0};
       const int64_t n = nb / blocks, c0 = (nb % blocks) * cb, c1 = std::min(p.c, c0 + cb);
       for (int a = 0; a < 2; ++a) {
         if (a == 0 ? !use_v : !use_e) continue;
-        const TensorView& t = a == 0 ? input : gg_dx;
-        T* out = (a == 0 ? values : gg_values) + nb * slab + y * p.in_w * cb;
+        const InView<G>& t = a == 0 ? input : gg_dx;
+        T* out = (a == 0 ? values : gg_values) + nb * slab + r * p.in_w * cb;
         for (int64_t c = c0; c < c1; ++c) {
-          const S* src = at<S>(t, n, c, y, 0);
-          for (int64_t x = 0; x < p.in_w; ++x) out[x * cb + (c - c0)] = load(src[x * t.strides[3]]);
+          const S* src = elem<S>(t, n, c, G == 3 ? sp : sp + 1);
+          for (int64_t x = 0; x < p.in_w; ++x) out[x * cb + (c - c0)] = load(src[x * t.strides[G + 1]]);
         }
       }
     }
@@ -342,39 +522,45 @@ void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, co
       T* A = scatter ? partials + task * slab : nullptr;
       if (scatter) std::fill_n(A, slab, T(0));
       for (int64_t q = q0; q < q1; ++q) {
-        const int64_t h = q / p.out_w, w = q % p.out_w;
-        const PixelStencil<T, K> ps = pixel_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, h, w);
-        const Stencil<T, K>& st = ps.st;
-        const Curvature<T, K>& cv = ps.cv;
-        const T px = ps.px, py = ps.py;
-        T G[kMaxBlock], dg[kMaxBlock], txv[kMaxBlock], tyv[kMaxBlock];
+        const Pixel<G> px = pixel_at<G>(p, q);
+        const PixelStencil<T, K, G> ps = pixel_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px);
+        const StencilG<T, K, G>& st = ps.st;
+        const Curvature<T, K, G>& cv = ps.cv;
+        const T* pg = ps.pg;
+        T Gc[kMaxBlock], dg[kMaxBlock], tv[G][kMaxBlock];
         for (int64_t c = 0; c < nc; ++c) {
-          G[c] = load(*at<S>(grad, n, c0 + c, h, w));
-          dg[c] = txv[c] = tyv[c] = T(0);
+          Gc[c] = load(*elem<S>(grad, n, c0 + c, px));
+          dg[c] = T(0);
+          for (int a = 0; a < G; ++a) tv[a][c] = T(0);
         }
         for (int k = 0; k < K; ++k) {
           if (!st.valid[k]) continue;
-          const int64_t off = (st.y[k] * p.in_w + st.x[k]) * cb;
-          const T wk = st.w[k], ax = st.dw_dx[k], ay = st.dw_dy[k];
+          const int64_t off = dense_offset(st, k, p) * cb;
+          const T wk = st.w[k];
+          T ad[G];
+          for (int a = 0; a < G; ++a) ad[a] = dw(st, a, k);
           if (use_v) {
-            const T v = px * ax + py * ay;
-            const T sx = px * cv.xx[k] + py * cv.xy[k], sy = px * cv.xy[k] + py * cv.yy[k];
+            T v = pg[0] * ad[0];
+            for (int a = 1; a < G; ++a) v += pg[a] * ad[a];
+            T sv[G];
+            for (int b = 0; b < G; ++b) {
+              sv[b] = pg[0] * cv.h[pair_index<G>(0, b)][k];
+              for (int a = 1; a < G; ++a) sv[b] += pg[a] * cv.h[pair_index<G>(a, b)][k];
+            }
             const T* xr = X + off;
             T* ar = scatter ? A + off : sink;
             if (use_e) {
               const T* er = E + off;
               for (int64_t c = 0; c < nc; ++c) {
                 dg[c] += wk * er[c] + v * xr[c];
-                ar[c] += v * G[c];
-                txv[c] += G[c] * (er[c] * ax + xr[c] * sx);
-                tyv[c] += G[c] * (er[c] * ay + xr[c] * sy);
+                ar[c] += v * Gc[c];
+                for (int a = 0; a < G; ++a) tv[a][c] += Gc[c] * (er[c] * ad[a] + xr[c] * sv[a]);
               }
             } else {
               for (int64_t c = 0; c < nc; ++c) {
                 dg[c] += v * xr[c];
-                ar[c] += v * G[c];
-                txv[c] += G[c] * (xr[c] * sx);
-                tyv[c] += G[c] * (xr[c] * sy);
+                ar[c] += v * Gc[c];
+                for (int a = 0; a < G; ++a) tv[a][c] += Gc[c] * (xr[c] * sv[a]);
               }
             }
           } else if (use_e) {
@@ -382,24 +568,24 @@ void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, co
             for (int64_t c = 0; c < nc; ++c) {
               dg[c] += wk * er[c];
               if constexpr (kSmooth) {
-                txv[c] += G[c] * (er[c] * ax);
-                tyv[c] += G[c] * (er[c] * ay);
+                for (int a = 0; a < G; ++a) tv[a][c] += Gc[c] * (er[c] * ad[a]);
               }
             }
           }
         }
         if (mask.grad) {
-          for (int64_t c = 0; c < nc; ++c) *at<S>(d_grad, n, c0 + c, h, w) = store<S>(dg[c]);
+          for (int64_t c = 0; c < nc; ++c) *elem<S>(d_grad, n, c0 + c, px) = store<S>(dg[c]);
         }
         if (mask.grid) {
-          T tx = 0, ty = 0;
+          T tg[G] = {};
           if constexpr (kSmooth) {
             for (int64_t c = 0; c < nc; ++c) {
-              tx += txv[c];
-              ty += tyv[c];
+              for (int a = 0; a < G; ++a) tg[a] += tv[a][c];
             }
           }
-          store_grid<S>(plan, d_grid, grid_partials, n, block, h, w, st.mult_x * tx, st.mult_y * ty);
+          T dgrid[G];
+          for (int a = 0; a < G; ++a) dgrid[a] = mult(st, a) * tg[a];
+          store_grid<S, G>(plan, d_grid, grid_partials, n, block, q, px, dgrid);
         }
       }
     }
@@ -409,13 +595,14 @@ void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, co
     // input row).
     if (mask.input) {
 #pragma omp for schedule(static)
-      for (int64_t task = 0; task < p.n * blocks * p.in_h; ++task) {
-        const int64_t nb = task / p.in_h, y = task % p.in_h;
+      for (int64_t task = 0; task < p.n * blocks * rows; ++task) {
+        const int64_t nb = task / rows, r = task % rows;
+        const int64_t sp[3] = {r / p.in_h, r % p.in_h, 0};
         const int64_t n = nb / blocks, c0 = (nb % blocks) * cb, nc = std::min(p.c, c0 + cb) - c0;
         T sum[kMaxBlock];
         for (int64_t x = 0; x < p.in_w; ++x) {
           if (scatter) {
-            const T* a = partials + nb * chunks * slab + (y * p.in_w + x) * cb;
+            const T* a = partials + nb * chunks * slab + (r * p.in_w + x) * cb;
             for (int64_t c = 0; c < nc; ++c) sum[c] = a[c];
             for (int64_t part = 1; part < chunks; ++part) {
               for (int64_t c = 0; c < nc; ++c) sum[c] += a[part * slab + c];
@@ -423,51 +610,63 @@ void run_interleaved(const DoubleBackwardPlan& plan, const TensorView& gg_dx, co
           } else {
             std::fill_n(sum, nc, T(0));
           }
-          for (int64_t c = 0; c < nc; ++c) *at<S>(d_input, n, c0 + c, y, x) = store<S>(sum[c]);
+          S* row = elem<S>(d_input, n, c0, G == 3 ? sp : sp + 1);
+          for (int64_t c = 0; c < nc; ++c) row[c * d_input.strides[1] + x * d_input.strides[G + 1]] = store<S>(sum[c]);
         }
       }
     }
-    if (mask.grid && blocks > 1) sum_grid_partials<S>(plan, grid_partials, d_grid);
+    if (mask.grid && blocks > 1) sum_grid_partials<S, G>(plan, grid_partials, d_grid);
   }
 }
 
-template <class S, Interpolation M, Padding P, bool kAlign>
-void run(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,
-         const TensorView& grad, const TensorView& input, const TensorView& grid,
-         const MutableTensorView& d_grad, const MutableTensorView& d_input, const MutableTensorView& d_grid,
-         unsigned char* ws) {
+template <class S, Interpolation M, Padding P, bool kAlign, int G>
+void run(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, const InView<G>& gg_dgrid, const InView<G>& grad,
+         const InView<G>& input, const InView<G>& grid, const OutView<G>& d_grad, const OutView<G>& d_input,
+         const OutView<G>& d_grid, unsigned char* ws) {
   if (plan.interleaved) {
-    run_interleaved<S, M, P, kAlign>(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, ws);
+    run_interleaved<S, M, P, kAlign, G>(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, ws);
   } else {
-    run_planar<S, M, P, kAlign>(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, ws);
+    run_planar<S, M, P, kAlign, G>(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, ws);
   }
 }
 
-using RunFn = void (*)(const DoubleBackwardPlan&, const TensorView&, const TensorView&, const TensorView&,
-                       const TensorView&, const TensorView&, const MutableTensorView&, const MutableTensorView&,
-                       const MutableTensorView&, unsigned char*);
+template <int G>
+using RunFn = void (*)(const DoubleBackwardPlan&, const InView<G>&, const InView<G>&, const InView<G>&,
+                       const InView<G>&, const InView<G>&, const OutView<G>&, const OutView<G>&, const OutView<G>&,
+                       unsigned char*);
 
-template <class S, Interpolation M, Padding P>
-RunFn pick_align(bool align) {
-  return align ? &run<S, M, P, true> : &run<S, M, P, false>;
+template <class S, int G, Interpolation M, Padding P>
+RunFn<G> pick_align(bool align) {
+  return align ? &run<S, M, P, true, G> : &run<S, M, P, false, G>;
 }
-template <class S, Interpolation M>
-RunFn pick_padding(const Options& o) {
+template <class S, int G, Interpolation M>
+RunFn<G> pick_padding(const Options& o) {
   switch (o.padding) {
-    case Padding::kZeros: return pick_align<S, M, Padding::kZeros>(o.align_corners);
-    case Padding::kBorder: return pick_align<S, M, Padding::kBorder>(o.align_corners);
+    case Padding::kZeros: return pick_align<S, G, M, Padding::kZeros>(o.align_corners);
+    case Padding::kBorder: return pick_align<S, G, M, Padding::kBorder>(o.align_corners);
     case Padding::kReflection: break;
   }
-  return pick_align<S, M, Padding::kReflection>(o.align_corners);
+  return pick_align<S, G, M, Padding::kReflection>(o.align_corners);
 }
-template <class S>
-RunFn pick_mode(const Options& o) {
+template <class S, int G>
+RunFn<G> pick_mode(const Options& o) {
   switch (o.interpolation) {
-    case Interpolation::kBilinear: return pick_padding<S, Interpolation::kBilinear>(o);
-    case Interpolation::kNearest: return pick_padding<S, Interpolation::kNearest>(o);
+    case Interpolation::kBilinear: return pick_padding<S, G, Interpolation::kBilinear>(o);
+    case Interpolation::kNearest: return pick_padding<S, G, Interpolation::kNearest>(o);
     case Interpolation::kBicubic: break;
   }
-  return pick_padding<S, Interpolation::kBicubic>(o);
+  return pick_padding<S, G, Interpolation::kBicubic>(o);
+}
+
+template <int G>
+void run_any(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, const InView<G>& gg_dgrid, const InView<G>& grad,
+             const InView<G>& input, const InView<G>& grid, const OutView<G>& d_grad, const OutView<G>& d_input,
+             const OutView<G>& d_grid, void* workspace) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(workspace);
+  auto* aligned = workspace == nullptr ? nullptr : reinterpret_cast<unsigned char*>((addr + 63) / 64 * 64);
+  const RunFn<G> fn =
+      visit_dtype(plan.problem.dtype, [&](auto tag) { return pick_mode<decltype(tag), G>(plan.problem.options); });
+  fn(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, aligned);
 }
 
 }  // namespace
@@ -479,10 +678,10 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
   plan.mask = mask;
   plan.has_gg_dx = has_gg_dx;
   plan.has_gg_dgrid = has_gg_dgrid;
-  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t pixels = p.out_d * p.out_h * p.out_w;
   const uint64_t elem = p.dtype == DType::kFloat64 ? sizeof(double) : sizeof(float);
   const uint64_t planes_bytes = mul(mul(mul(static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.c)),
-                                        static_cast<uint64_t>(p.in_h * p.in_w)),
+                                        static_cast<uint64_t>(p.in_d * p.in_h * p.in_w)),
                                     elem);
   // Pixel chunks first (no stencil is built twice), as many as the
   // accumulators they need allow; then channel blocks.
@@ -506,7 +705,7 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
   const bool smooth = p.options.interpolation != Interpolation::kNearest;
   const bool scatter = mask.input && has_gg_dgrid && smooth;
   const bool need_values = has_gg_dgrid && smooth;
-  const auto plane = static_cast<uint64_t>(p.in_h * p.in_w);
+  const auto plane = static_cast<uint64_t>(p.in_d * p.in_h * p.in_w);
   // The interleaved split: blocks of at most kMaxBlock channels, split
   // further for tasks while blocks keep 8 channels or more (a narrower run
   // gains little over planes; blocks cost no memory, unlike pixel chunks,
@@ -568,7 +767,7 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
     plan.grid_partials = bytes - 64;
     bytes = align_up(bytes + mul(mul(mul(static_cast<uint64_t>(p.n), plan.channel_blocks),
                                      static_cast<uint64_t>(pixels)),
-                                 2 * elem));
+                                 (p.volume ? 3 : 2) * elem));
   }
   plan.workspace_bytes = bytes == 64 ? 0 : (bytes >= kSaturated ? SIZE_MAX : static_cast<std::size_t>(bytes));
   return plan;
@@ -578,10 +777,14 @@ void run_double_backward(const DoubleBackwardPlan& plan, const TensorView& gg_dx
                          const TensorView& grad, const TensorView& input, const TensorView& grid,
                          const MutableTensorView& d_grad, const MutableTensorView& d_input,
                          const MutableTensorView& d_grid, void* workspace) {
-  const auto addr = reinterpret_cast<std::uintptr_t>(workspace);
-  auto* aligned = workspace == nullptr ? nullptr : reinterpret_cast<unsigned char*>((addr + 63) / 64 * 64);
-  const RunFn fn = visit_dtype(plan.problem.dtype, [&](auto tag) { return pick_mode<decltype(tag)>(plan.problem.options); });
-  fn(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, aligned);
+  run_any<2>(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, workspace);
+}
+
+void run_double_backward(const DoubleBackwardPlan& plan, const VolumeView& gg_dx, const VolumeView& gg_dgrid,
+                         const VolumeView& grad, const VolumeView& input, const VolumeView& grid,
+                         const MutableVolumeView& d_grad, const MutableVolumeView& d_input,
+                         const MutableVolumeView& d_grid, void* workspace) {
+  run_any<3>(plan, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, workspace);
 }
 
 }  // namespace gridsampler::cpu

@@ -1,5 +1,6 @@
-// The double backward (the gradient of GridSampler2DGrad itself): its plan
-// and its driver. One fused pass per output pixel builds the stencil with
+// The double backward (the gradient of GridSampler2DGrad and
+// GridSampler3DGrad themselves): its plan and its driver, one for images and
+// volumes. One fused pass per output pixel builds the stencil with
 // the weights' first and second derivatives and, per channel, forms d_grad,
 // scatters d_input and sums d_grid (docs/design.md, "Second order").
 //
@@ -51,5 +52,9 @@ void run_double_backward(const DoubleBackwardPlan& plan, const TensorView& gg_dx
                          const TensorView& grad, const TensorView& input, const TensorView& grid,
                          const MutableTensorView& d_grad, const MutableTensorView& d_input,
                          const MutableTensorView& d_grid, void* workspace);
+void run_double_backward(const DoubleBackwardPlan& plan, const VolumeView& gg_dx, const VolumeView& gg_dgrid,
+                         const VolumeView& grad, const VolumeView& input, const VolumeView& grid,
+                         const MutableVolumeView& d_grad, const MutableVolumeView& d_input,
+                         const MutableVolumeView& d_grid, void* workspace);
 
 }  // namespace gridsampler::cpu

@@ -27,4 +27,9 @@ Status grid_sampler_3d_backward(VolumeView grad, VolumeView input, VolumeView gr
                                 MutableVolumeView dx, MutableVolumeView dgrid,
                                 const Options& options = {}, OutputMask mask = {});
 
+Status grid_sampler_3d_double_backward(VolumeView gg_dx, VolumeView gg_dgrid, VolumeView grad,
+                                       VolumeView input, VolumeView grid, MutableVolumeView d_grad,
+                                       MutableVolumeView d_input, MutableVolumeView d_grid,
+                                       const Options& options = {}, DoubleBackwardMask mask = {});
+
 }  // namespace gridsampler::reference

@@ -1,4 +1,5 @@
-// The float64 reference for volumes (grid_sampler_3d and its backward).
+// The float64 reference for volumes (grid_sampler_3d, its backward and its
+// double backward).
 // Each grid component becomes the taps of its own axis exactly as in 2-D
 // (coordinate in the compute type through core/coords.hpp, padded per the
 // mode); a sample's taps are the products of the three axes' taps, every
@@ -19,12 +20,12 @@ namespace {
 using detail::Problem;
 
 // One axis of a sample: up to 4 pixel indices along it (possibly outside the
-// volume), their weights and the weights' derivatives with respect to the
-// pixel coordinate, and d(pixel coordinate)/d(grid value).
+// volume), their weights and the weights' first and second derivatives with
+// respect to the pixel coordinate, and d(pixel coordinate)/d(grid value).
 struct AxisTaps {
   int count = 0;
   int64_t index[4] = {};
-  double w[4] = {}, dw[4] = {};
+  double w[4] = {}, dw[4] = {}, d2w[4] = {};
   double mult = 0;
 };
 
@@ -37,21 +38,23 @@ AxisTaps axis_taps(const Options& o, T coord, int64_t size) {
     // The coordinate is not padded; each tap is (tap_index).
     const T i = bicubic_source(o.padding, coord, size, o.align_corners, &mult);
     const T f = std::floor(i);
-    T w[4], minus_dw[4];
+    T w[4], minus_dw[4], d2w[4];
     coords::cubic_weights(i - f, w);
     coords::cubic_weight_grads(i - f, minus_dw);
+    coords::cubic_weight_curvatures(i - f, d2w);
     a.count = 4;
     for (int k = 0; k < 4; ++k) {
       a.index[k] = tap_index(o.padding, f - 1 + k, size, o.align_corners);
       a.w[k] = w[k];
       a.dw[k] = -double(minus_dw[k]);
+      a.d2w[k] = d2w[k];
     }
   } else if (o.interpolation == Interpolation::kNearest) {
     const T i = source_index(o.padding, coord, size, o.align_corners, &mult);
     a.count = 1;
     a.index[0] = coords::to_index(std::nearbyint(i));
     a.w[0] = 1;
-    a.dw[0] = 0;
+    a.dw[0] = 0;  // piecewise constant: no derivatives at all
   } else {
     // Linear along the axis; the distances in T as the 2-D reference forms
     // them (t = i - floor(i), and 1 - t).
@@ -65,17 +68,20 @@ AxisTaps axis_taps(const Options& o, T coord, int64_t size) {
     a.dw[0] = -1;
     a.index[1] = i0 + 1;
     a.w[1] = t;
-    a.dw[1] = 1;
+    a.dw[1] = 1;  // linear along the axis: d2w stays 0
   }
   a.mult = mult;
   return a;
 }
 
-// One input voxel that a sample reads: its weight and the weight's
-// derivatives with respect to the pixel coordinates ix, iy, iz.
+// One input voxel that a sample reads: its weight, the weight's derivatives
+// with respect to the pixel coordinates ix, iy, iz, and its second
+// derivatives d2w[a][b] = d2w/(di_a di_b), a, b in (x, y, z) (for the double
+// backward).
 struct Tap {
   int64_t z, y, x;
   double w, dw_dx, dw_dy, dw_dz;
+  double d2w[3][3];
 };
 
 // The in-bounds taps of one output voxel and the factors that turn
@@ -104,8 +110,20 @@ Sample make_sample(T gx, T gy, T gz, const Problem& p) {
       for (int i = 0; i < ax.count; ++i) {
         const int64_t x = ax.index[i];
         if (x < 0 || x >= p.in_w) continue;
-        s.taps.push_back({z, y, x, ax.w[i] * ay.w[j] * az.w[k], ax.dw[i] * ay.w[j] * az.w[k],
-                          ax.w[i] * ay.dw[j] * az.w[k], ax.w[i] * ay.w[j] * az.dw[k]});
+        // w = wx wy wz: a derivative along one axis replaces that axis's
+        // factor by its derivative; along the same axis twice, by its
+        // second derivative (0 for linear weights, so trilinear has only
+        // the mixed terms).
+        const double wx = ax.w[i], wy = ay.w[j], wz = az.w[k];
+        const double dx = ax.dw[i], dy = ay.dw[j], dz = az.dw[k];
+        Tap t{z, y, x, wx * wy * wz, dx * wy * wz, wx * dy * wz, wx * wy * dz, {}};
+        t.d2w[0][0] = ax.d2w[i] * wy * wz;
+        t.d2w[1][1] = wx * ay.d2w[j] * wz;
+        t.d2w[2][2] = wx * wy * az.d2w[k];
+        t.d2w[0][1] = t.d2w[1][0] = dx * dy * wz;
+        t.d2w[0][2] = t.d2w[2][0] = dx * wy * dz;
+        t.d2w[1][2] = t.d2w[2][1] = wx * dy * dz;
+        s.taps.push_back(t);
       }
     }
   }
@@ -193,6 +211,83 @@ void backward(const Problem& p, const VolumeView& grad, const VolumeView& input,
   }
 }
 
+// The double backward, as in 2-D (docs/design.md, "Second order") with three
+// components. With g' = gg_dgrid * mult (the incoming grid gradient in pixel
+// units), per output voxel and channel:
+//   d_grad  = sum_k w_k gg_dx[k] + v_k x[k],     v_k = sum_a g'_a dw_k/di_a
+//   d_input[k] += v_k grad
+//   d_grid_b = mult_b sum_c grad sum_k (gg_dx[k] dw_k/di_b + x[k] sum_a g'_a d2w_k/di_a di_b)
+template <class S>
+void double_backward(const Problem& p, const VolumeView& gg_dx, const VolumeView& gg_dgrid, const VolumeView& grad,
+                     const VolumeView& input, const VolumeView& grid, const MutableVolumeView& d_grad,
+                     const MutableVolumeView& d_input, const MutableVolumeView& d_grid, DoubleBackwardMask mask) {
+  const auto go = view<S>(grad);
+  const auto in = view<S>(input);
+  const auto gr = view<S>(grid);
+  const auto ggx = view<S>(gg_dx);
+  const auto ggg = view<S>(gg_dgrid);
+  const bool has_ggx = gg_dx.data != nullptr, has_ggg = gg_dgrid.data != nullptr;
+  const int64_t in_voxels = p.in_d * p.in_h * p.in_w;
+  std::vector<double> acc(mask.input ? static_cast<std::size_t>(p.n * p.c * in_voxels) : 0);
+  auto acc_at = [&](int64_t n, int64_t c, int64_t z, int64_t y, int64_t x) -> double& {
+    return acc[static_cast<std::size_t>((((n * p.c + c) * p.in_d + z) * p.in_h + y) * p.in_w + x)];
+  };
+  const bool any_voxel = p.n > 0 && p.out_d > 0 && p.out_h > 0 && p.out_w > 0;
+  // nearest's weights are piecewise constant: d_input and d_grid are zero
+  // (not 0 * grad, which would be NaN where grad is infinite).
+  const bool smooth = p.options.interpolation != Interpolation::kNearest;
+  for (int64_t n = 0; any_voxel && n < p.n; ++n)
+    for (int64_t d = 0; d < p.out_d; ++d)
+      for (int64_t h = 0; h < p.out_h; ++h)
+        for (int64_t w = 0; w < p.out_w; ++w) {
+          const Sample s = sample_at(gr, n, d, h, w, p);
+          const double mult[3] = {s.mult_x, s.mult_y, s.mult_z};
+          double gp[3] = {0, 0, 0};  // g' in pixel units
+          if (has_ggg) {
+            for (int a = 0; a < 3; ++a) gp[a] = double(load(ggg.at(n, d, h, w, a))) * mult[a];
+          }
+          double t_acc[3] = {0, 0, 0};
+          for (int64_t c = 0; c < p.c; ++c) {
+            const double g = load(go.at(n, c, d, h, w));
+            double dg = 0;
+            for (const Tap& t : s.taps) {
+              const double dw[3] = {t.dw_dx, t.dw_dy, t.dw_dz};
+              // Terms of an absent incoming gradient are left out, not
+              // multiplied by zero (an infinite input or grad stays harmless).
+              if (has_ggx) {
+                const double ev = load(ggx.at(n, c, t.z, t.y, t.x));
+                dg += t.w * ev;
+                if (smooth) {
+                  for (int b = 0; b < 3; ++b) t_acc[b] += g * ev * dw[b];
+                }
+              }
+              if (has_ggg && smooth) {
+                const double xv = load(in.at(n, c, t.z, t.y, t.x));
+                const double v = gp[0] * dw[0] + gp[1] * dw[1] + gp[2] * dw[2];
+                dg += v * xv;
+                if (mask.input) acc_at(n, c, t.z, t.y, t.x) += v * g;
+                for (int b = 0; b < 3; ++b) {
+                  t_acc[b] += g * xv * (gp[0] * t.d2w[0][b] + gp[1] * t.d2w[1][b] + gp[2] * t.d2w[2][b]);
+                }
+              }
+            }
+            if (mask.grad) view<S>(d_grad).at(n, c, d, h, w) = store<S>(dg);
+          }
+          if (mask.grid) {
+            const auto out = view<S>(d_grid);
+            for (int b = 0; b < 3; ++b) out.at(n, d, h, w, b) = store<S>(mult[b] * t_acc[b]);
+          }
+        }
+  if (mask.input && p.n > 0 && p.c > 0) {
+    const auto out = view<S>(d_input);
+    for (int64_t n = 0; n < p.n; ++n)
+      for (int64_t c = 0; c < p.c; ++c)
+        for (int64_t z = 0; z < p.in_d; ++z)
+          for (int64_t y = 0; y < p.in_h; ++y)
+            for (int64_t x = 0; x < p.in_w; ++x) out.at(n, c, z, y, x) = store<S>(acc_at(n, c, z, y, x));
+  }
+}
+
 }  // namespace
 
 Status grid_sampler_3d(VolumeView input, VolumeView grid, MutableVolumeView output, const Options& options) {
@@ -207,6 +302,20 @@ Status grid_sampler_3d_backward(VolumeView grad, VolumeView input, VolumeView gr
   Problem p;
   if (Status s = detail::validate_backward_3d(grad, input, grid, dx, dgrid, options, mask, &p); !s.ok()) return s;
   visit_dtype(p.dtype, [&](auto tag) { backward<decltype(tag)>(p, grad, input, grid, dx, dgrid); });
+  return Status::Ok();
+}
+
+Status grid_sampler_3d_double_backward(VolumeView gg_dx, VolumeView gg_dgrid, VolumeView grad, VolumeView input,
+                                       VolumeView grid, MutableVolumeView d_grad, MutableVolumeView d_input,
+                                       MutableVolumeView d_grid, const Options& options, DoubleBackwardMask mask) {
+  Problem p;
+  if (Status s = detail::validate_double_backward_3d(gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid,
+                                                     options, mask, &p);
+      !s.ok())
+    return s;
+  visit_dtype(p.dtype, [&](auto tag) {
+    double_backward<decltype(tag)>(p, gg_dx, gg_dgrid, grad, input, grid, d_grad, d_input, d_grid, mask);
+  });
   return Status::Ok();
 }
 
