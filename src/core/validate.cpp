@@ -1,6 +1,8 @@
 #include "core/validate.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -13,9 +15,15 @@ namespace {
 
 Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, message}; }
 
-std::string shape_str(const Shape4& s) {
+template <std::size_t Rank>
+using ShapeR = std::array<int64_t, Rank>;
+
+template <std::size_t Rank>
+std::string shape_str(const ShapeR<Rank>& s) {
   std::ostringstream os;
-  os << '(' << s[0] << ", " << s[1] << ", " << s[2] << ", " << s[3] << ')';
+  os << '(';
+  for (std::size_t d = 0; d < Rank; ++d) os << (d ? ", " : "") << s[d];
+  os << ')';
   return os.str();
 }
 
@@ -31,7 +39,8 @@ struct Span {
 
 // Checks one tensor on its own: dtype, dimensions, element count and byte
 // span within int64_t, data present. Sets *span and *numel.
-Status check_tensor(const char* name, DType dtype, const Shape4& shape, const Shape4& strides,
+template <std::size_t Rank>
+Status check_tensor(const char* name, DType dtype, const ShapeR<Rank>& shape, const ShapeR<Rank>& strides,
                     const void* data, Span* span, int64_t* numel) {
   if (!known_dtype(dtype)) {
     return invalid(std::string(name) + ": unknown dtype value " +
@@ -39,7 +48,7 @@ Status check_tensor(const char* name, DType dtype, const Shape4& shape, const Sh
   }
   int64_t count = 1;
   bool overflow = false;
-  for (int d = 0; d < 4; ++d) {
+  for (std::size_t d = 0; d < Rank; ++d) {
     if (shape[d] < 0) {
       return invalid(std::string(name) + ": dimension " + std::to_string(d) + " is negative (" +
                      std::to_string(shape[d]) + ")");
@@ -84,9 +93,10 @@ Status check_tensor(const char* name, DType dtype, const Shape4& shape, const Sh
 // An output must not store two elements at one address: with the dimensions
 // of size > 1 sorted by |stride|, each stride must step past everything the
 // smaller ones reach.
-bool self_overlaps(const Shape4& shape, const Shape4& strides) {
+template <std::size_t Rank>
+bool self_overlaps(const ShapeR<Rank>& shape, const ShapeR<Rank>& strides) {
   std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
-  for (int d = 0; d < 4; ++d) {
+  for (std::size_t d = 0; d < Rank; ++d) {
     if (shape[d] > 1) dims.emplace_back(std::llabs(strides[d]), shape[d]);
   }
   std::sort(dims.begin(), dims.end());
@@ -138,9 +148,14 @@ Status check_options(const Options& options) {
   return Status::Ok();
 }
 
-// Input and grid: the rules shared by forward and backward.
-Status check_input_grid(const TensorView& input, const TensorView& grid, const TensorNames& names,
+// Input and grid: the rules shared by forward and backward, for images
+// (Rank 4: grid (N, Hout, Wout, 2)) and volumes (Rank 5: grid (N, Dout, Hout,
+// Wout, 3)).
+template <std::size_t Rank>
+Status check_input_grid(const BasicTensorView<const void*, Rank>& input,
+                        const BasicTensorView<const void*, Rank>& grid, const TensorNames& names,
                         Problem* p, std::vector<Checked>* inputs) {
+  constexpr bool kVolume = Rank == 5;
   const std::string in_name = names.input, grid_name = names.grid;
   Checked in{names.input, input.data, {}, 0};
   if (Status s = check_tensor(names.input, input.dtype, input.shape, input.strides, input.data,
@@ -156,41 +171,89 @@ Status check_input_grid(const TensorView& input, const TensorView& grid, const T
     return invalid(grid_name + ": dtype " + std::string(to_string(grid.dtype)) + " differs from " + in_name + "'s " +
                    std::string(to_string(input.dtype)));
   }
-  if (input.shape[2] == 0 || input.shape[3] == 0) {
-    return invalid(in_name + ": height and width must be positive, got H=" +
-                   std::to_string(input.shape[2]) + ", W=" + std::to_string(input.shape[3]));
+  // The spatial sizes: (Din,) Hin, Win of the input and (Dout,) Hout, Wout
+  // of the grid.
+  const auto in_size = [&](std::size_t i) { return input.shape[2 + i]; };
+  const auto out_size = [&](std::size_t i) { return grid.shape[1 + i]; };
+  constexpr std::size_t kAxes = Rank - 2;
+  if (std::find(input.shape.begin() + 2, input.shape.end(), 0) != input.shape.end()) {
+    if constexpr (kVolume) {
+      return invalid(in_name + ": depth, height and width must be positive, got D=" +
+                     std::to_string(in_size(0)) + ", H=" + std::to_string(in_size(1)) +
+                     ", W=" + std::to_string(in_size(2)));
+    } else {
+      return invalid(in_name + ": height and width must be positive, got H=" +
+                     std::to_string(in_size(0)) + ", W=" + std::to_string(in_size(1)));
+    }
   }
-  if (grid.shape[3] != 2) {
-    return invalid(grid_name + ": last dimension must be 2, got " + std::to_string(grid.shape[3]));
+  if (grid.shape[Rank - 1] != static_cast<int64_t>(kAxes)) {
+    return invalid(grid_name + ": last dimension must be " + std::to_string(kAxes) + ", got " +
+                   std::to_string(grid.shape[Rank - 1]));
   }
   if (grid.shape[0] != input.shape[0]) {
     return invalid(grid_name + ": batch size " + std::to_string(grid.shape[0]) +
                    " does not match " + in_name + "'s " + std::to_string(input.shape[0]));
   }
-  // Kernels index planes by y * W + x: their sizes must fit comfortably.
-  int64_t in_plane = 0, out_plane = 0;
-  if (__builtin_mul_overflow(input.shape[2], input.shape[3], &in_plane) || in_plane > (int64_t{1} << 62)) {
-    return invalid(in_name + ": H * W overflows 2^62");
+  // Kernels index planes (volumes) by (z * H + y) * W + x: their sizes must
+  // fit comfortably.
+  int64_t in_plane = 1, out_plane = 1;
+  bool in_over = false, out_over = false;
+  for (std::size_t i = 0; i < kAxes; ++i) {
+    in_over = in_over || __builtin_mul_overflow(in_plane, in_size(i), &in_plane);
+    out_over = out_over || __builtin_mul_overflow(out_plane, out_size(i), &out_plane);
   }
-  if (__builtin_mul_overflow(grid.shape[1], grid.shape[2], &out_plane) || out_plane > (int64_t{1} << 62)) {
-    return invalid(grid_name + ": Hout * Wout overflows 2^62");
+  if (in_over || in_plane > (int64_t{1} << 62)) {
+    return invalid(in_name + (kVolume ? ": D * H * W overflows 2^62" : ": H * W overflows 2^62"));
+  }
+  if (out_over || out_plane > (int64_t{1} << 62)) {
+    return invalid(grid_name +
+                   (kVolume ? ": Dout * Hout * Wout overflows 2^62" : ": Hout * Wout overflows 2^62"));
   }
   p->n = input.shape[0];
   p->c = input.shape[1];
-  p->in_h = input.shape[2];
-  p->in_w = input.shape[3];
-  p->input_strides = input.strides;
-  p->out_h = grid.shape[1];
-  p->out_w = grid.shape[2];
+  p->in_h = input.shape[Rank - 2];
+  p->in_w = input.shape[Rank - 1];
+  p->out_h = grid.shape[Rank - 3];
+  p->out_w = grid.shape[Rank - 2];
+  if constexpr (kVolume) {
+    p->volume = true;
+    p->in_d = input.shape[2];
+    p->out_d = grid.shape[1];
+    p->input_strides_5d = input.strides;
+    p->input_strides = {};
+  } else {
+    p->volume = false;
+    p->in_d = p->out_d = 1;
+    p->input_strides = input.strides;
+    p->input_strides_5d = {};
+  }
   p->dtype = input.dtype;
   inputs->push_back(in);
   inputs->push_back(gr);
   return Status::Ok();
 }
 
+// The output shape (N, C, (Dout,) Hout, Wout) of a checked problem, and how
+// messages explain it.
+template <std::size_t Rank>
+ShapeR<Rank> sampled_shape(const Problem& p) {
+  if constexpr (Rank == 5) {
+    return {p.n, p.c, p.out_d, p.out_h, p.out_w};
+  } else {
+    return {p.n, p.c, p.out_h, p.out_w};
+  }
+}
+
+template <std::size_t Rank>
+std::string sampled_shape_origin(const TensorNames& names) {
+  return std::string("(N, C) of ") + names.input +
+         (Rank == 5 ? " and (Dout, Hout, Wout) of " : " and (Hout, Wout) of ") + names.grid;
+}
+
 // An output: dtype, exact shape, no self-overlap, no overlap with anything
 // already checked.
-Status check_output(const char* name, const MutableTensorView& t, const Shape4& expected,
+template <std::size_t Rank>
+Status check_output(const char* name, const BasicTensorView<void*, Rank>& t, const ShapeR<Rank>& expected,
                     const std::string& expected_from, DType dtype, const char* input_name,
                     std::vector<Checked>* seen) {
   Checked out{name, t.data, {}, 0};
@@ -219,7 +282,9 @@ Status check_output(const char* name, const MutableTensorView& t, const Shape4& 
 
 // Another input tensor of the call: its own rules, the input's dtype and the
 // expected shape.
-Status check_input_like(const char* name, const TensorView& t, const Shape4& expected,
+template <std::size_t Rank>
+Status check_input_like(const char* name, const BasicTensorView<const void*, Rank>& t,
+                        const ShapeR<Rank>& expected,
                         const std::string& expected_from, DType dtype, const char* input_name,
                         std::vector<Checked>* seen) {
   Checked c{name, t.data, {}, 0};
@@ -237,38 +302,23 @@ Status check_input_like(const char* name, const TensorView& t, const Shape4& exp
   return Status::Ok();
 }
 
-Status check_grad(const TensorView& grad, const TensorNames& names, Problem* p, std::vector<Checked>* seen) {
-  const Shape4 grad_shape{p->n, p->c, p->out_h, p->out_w};
-  return check_input_like(names.grad, grad, grad_shape,
-                          std::string("(N, C) of ") + names.input + " and (Hout, Wout) of " + names.grid,
+template <std::size_t Rank>
+Status check_grad(const BasicTensorView<const void*, Rank>& grad, const TensorNames& names, Problem* p,
+                  std::vector<Checked>* seen) {
+  return check_input_like(names.grad, grad, sampled_shape<Rank>(*p), sampled_shape_origin<Rank>(names),
                           p->dtype, names.input, seen);
 }
 
-}  // namespace
-
-bool stride_reach(const Shape4& shape, const Shape4& strides, int64_t origin, int64_t* lo, int64_t* hi) {
-  *lo = *hi = origin;
-  for (int d = 0; d < 4; ++d) {
-    int64_t reach = 0;
-    const bool bad = strides[d] == INT64_MIN ||
-                     __builtin_mul_overflow(shape[d] - 1, std::llabs(strides[d]), &reach) ||
-                     (strides[d] < 0 ? __builtin_sub_overflow(*lo, reach, lo)
-                                     : __builtin_add_overflow(*hi, reach, hi));
-    if (bad) return false;
-  }
-  return true;
-}
-
-Status validate_forward(const TensorView& input, const TensorView& grid,
-                        const MutableTensorView& output, const Options& options, Problem* p,
-                        const TensorNames& names) {
+template <std::size_t Rank>
+Status validate_forward_any(const BasicTensorView<const void*, Rank>& input,
+                            const BasicTensorView<const void*, Rank>& grid,
+                            const BasicTensorView<void*, Rank>& output, const Options& options, Problem* p,
+                            const TensorNames& names) {
   if (Status s = check_options(options); !s.ok()) return s;
   std::vector<Checked> seen;
   if (Status s = check_input_grid(input, grid, names, p, &seen); !s.ok()) return s;
-  const Shape4 out_shape{p->n, p->c, p->out_h, p->out_w};
-  const std::string from =
-      std::string("(N, C) of ") + names.input + " and (Hout, Wout) of " + names.grid;
-  if (Status s = check_output(names.output, output, out_shape, from, p->dtype, names.input, &seen);
+  if (Status s = check_output(names.output, output, sampled_shape<Rank>(*p), sampled_shape_origin<Rank>(names),
+                              p->dtype, names.input, &seen);
       !s.ok())
     return s;
   p->options = options;
@@ -276,11 +326,12 @@ Status validate_forward(const TensorView& input, const TensorView& grid,
   return Status::Ok();
 }
 
-
-Status validate_backward(const TensorView& grad, const TensorView& input, const TensorView& grid,
-                         const MutableTensorView& dx, const MutableTensorView& dgrid,
-                         const Options& options, OutputMask mask, Problem* p,
-                         const TensorNames& names) {
+template <std::size_t Rank>
+Status validate_backward_any(const BasicTensorView<const void*, Rank>& grad,
+                             const BasicTensorView<const void*, Rank>& input,
+                             const BasicTensorView<const void*, Rank>& grid,
+                             const BasicTensorView<void*, Rank>& dx, const BasicTensorView<void*, Rank>& dgrid,
+                             const Options& options, OutputMask mask, Problem* p, const TensorNames& names) {
   if (Status s = check_options(options); !s.ok()) return s;
   std::vector<Checked> seen;
   if (Status s = check_input_grid(input, grid, names, p, &seen); !s.ok()) return s;
@@ -299,8 +350,42 @@ Status validate_backward(const TensorView& grad, const TensorView& input, const 
   }
   p->options = options;
   p->mask = mask;
-  p->dx_strides = dx.strides;
+  if constexpr (Rank == 5) {
+    p->dx_strides_5d = dx.strides;
+    p->dx_strides = {};
+  } else {
+    p->dx_strides = dx.strides;
+    p->dx_strides_5d = {};
+  }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status validate_forward(const TensorView& input, const TensorView& grid,
+                        const MutableTensorView& output, const Options& options, Problem* p,
+                        const TensorNames& names) {
+  return validate_forward_any(input, grid, output, options, p, names);
+}
+
+Status validate_backward(const TensorView& grad, const TensorView& input, const TensorView& grid,
+                         const MutableTensorView& dx, const MutableTensorView& dgrid,
+                         const Options& options, OutputMask mask, Problem* p,
+                         const TensorNames& names) {
+  return validate_backward_any(grad, input, grid, dx, dgrid, options, mask, p, names);
+}
+
+Status validate_forward_3d(const VolumeView& input, const VolumeView& grid,
+                           const MutableVolumeView& output, const Options& options, Problem* p,
+                           const TensorNames& names) {
+  return validate_forward_any(input, grid, output, options, p, names);
+}
+
+Status validate_backward_3d(const VolumeView& grad, const VolumeView& input, const VolumeView& grid,
+                            const MutableVolumeView& dx, const MutableVolumeView& dgrid,
+                            const Options& options, OutputMask mask, Problem* p,
+                            const TensorNames& names) {
+  return validate_backward_any(grad, input, grid, dx, dgrid, options, mask, p, names);
 }
 
 Status validate_double_backward(const TensorView& gg_dx, const TensorView& gg_dgrid,
@@ -323,7 +408,7 @@ Status validate_double_backward(const TensorView& gg_dx, const TensorView& gg_dg
         !s.ok())
       return s;
   }
-  const Shape4 grad_shape{p->n, p->c, p->out_h, p->out_w};
+  const Shape4 grad_shape = sampled_shape<4>(*p);
   if (mask.grad) {
     if (Status s = check_output("d_grad", d_grad, grad_shape, "the shape of grad", p->dtype, "input", &seen);
         !s.ok())

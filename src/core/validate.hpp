@@ -3,15 +3,19 @@
 // outputs that overlap nothing, and offsets that fit in int64_t.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "gridsampler/gridsampler.hpp"
 
 namespace gridsampler::detail {
 
 // The sizes of one validated call.
-// Volumes (grid_sampler_3d) set `volume`, the depths and the 5-D strides;
-// an image has depth 1 and leaves the 5-D strides zero.
+// Volumes (grid_sampler_3d) set `volume`, the depths and the 5-D strides
+// (in_h, in_w, out_h, out_w are then the volume's H and W, and the 4-D
+// strides stay zero); an image has depth 1 and leaves the 5-D strides zero.
 struct Problem {
   int64_t n = 0, c = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
   int64_t in_d = 1, out_d = 1;
@@ -38,10 +42,23 @@ struct TensorNames {
 };
 
 // Element offsets of the lowest (*lo) and highest (*hi) element of a view of
-// `shape` and `strides` whose element (0, 0, 0, 0) sits at offset `origin`.
-// False when an offset, or a stride's reach, does not fit in int64_t (a
-// stride of INT64_MIN included). Every dimension must be positive.
-bool stride_reach(const Shape4& shape, const Shape4& strides, int64_t origin, int64_t* lo, int64_t* hi);
+// `shape` and `strides` (any rank) whose first element sits at offset
+// `origin`. False when an offset, or a stride's reach, does not fit in
+// int64_t (a stride of INT64_MIN included). Every dimension must be positive.
+template <std::size_t Rank>
+bool stride_reach(const std::array<int64_t, Rank>& shape, const std::array<int64_t, Rank>& strides,
+                  int64_t origin, int64_t* lo, int64_t* hi) {
+  *lo = *hi = origin;
+  for (std::size_t d = 0; d < Rank; ++d) {
+    int64_t reach = 0;
+    const bool bad = strides[d] == INT64_MIN ||
+                     __builtin_mul_overflow(shape[d] - 1, std::llabs(strides[d]), &reach) ||
+                     (strides[d] < 0 ? __builtin_sub_overflow(*lo, reach, lo)
+                                     : __builtin_add_overflow(*hi, reach, hi));
+    if (bad) return false;
+  }
+  return true;
+}
 
 Status validate_forward(const TensorView& input, const TensorView& grid,
                         const MutableTensorView& output, const Options& options, Problem* problem,
