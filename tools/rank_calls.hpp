@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <type_traits>
 
 #include "gridsampler/gridsampler.hpp"
 #include "host/tensor.hpp"
@@ -11,7 +10,7 @@
 namespace gridsampler::tool {
 
 template <std::size_t Rank>
-using HostTensor = std::conditional_t<Rank == 4, host::Tensor, host::Volume>;
+using HostTensor = host::StridedTensor<Rank>;
 
 inline Shape4 contiguous(const Shape4& s) { return contiguous_strides(s); }
 inline Shape5 contiguous(const Shape5& s) { return contiguous_strides_5d(s); }
