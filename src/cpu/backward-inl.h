@@ -42,45 +42,45 @@ inline compute_t<S>* direct_dx_plane(const MutableTensorView& dx, int64_t n, int
 }
 
 // The planar backward microkernel for the wanted outputs.
-template <bool kFlat, class S, int K, class T>
-inline void backward_plane(const Tile<T, K>& t, const S* gp, const S* ip, int64_t plane, T* acc, bool want_dx,
+template <bool kFlat, class S, int K, int G, class T>
+inline void backward_plane(const Tile<T, K, G>& t, const S* gp, const S* ip, int64_t plane, T* acc, bool want_dx,
                            bool need_values, T (*sums)[kTile]) {
   if (want_dx && need_values) {
-    backward_channel<kFlat, S, T, K, 2, true, true>(t, gp, ip, plane, acc, sums);
+    backward_channel<kFlat, S, T, K, G, true, true>(t, gp, ip, plane, acc, sums);
   } else if (want_dx) {
-    backward_channel<kFlat, S, T, K, 2, true, false>(t, gp, ip, plane, acc, sums);
+    backward_channel<kFlat, S, T, K, G, true, false>(t, gp, ip, plane, acc, sums);
   } else if (need_values) {
-    backward_channel<kFlat, S, T, K, 2, false, true>(t, gp, ip, plane, acc, sums);
+    backward_channel<kFlat, S, T, K, G, false, true>(t, gp, ip, plane, acc, sums);
   }
 }
 
 // One task's channels over one tile: the microkernel for the wanted
 // outputs, per channel plane or per sub-block of L channels in order (a
 // fixed order of the dgrid sums).
-template <class S, int K, int L>
+template <class S, int K, int L, int G>
 inline void backward_tile(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
-                          const MutableTensorView& dx, const Tile<compute_t<S>, K>& t, int64_t n, int64_t c0,
+                          const MutableTensorView& dx, const Tile<compute_t<S>, K, G>& t, int64_t n, int64_t c0,
                           int64_t c1, int64_t p0, compute_t<S>* acc, const compute_t<S>* values, compute_t<S>* gt,
                           compute_t<S> (*sums)[kTile]) {
   using T = compute_t<S>;
   const detail::Problem& p = plan.problem;
   const bool want_dx = p.mask.input, need_values = plan.need_values;
   if constexpr (L > 1) {
-    const int64_t sub = (p.in_h * p.in_w + 1) * L;
+    const int64_t sub = (in_plane(p) + 1) * L;
     for (int64_t b = 0; b < (c1 - c0 + L - 1) / L; ++b) {
       load_grad_lanes<L, S>(grad, p.out_w, n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), t.out_off, t.count, p0, gt);
       T* ab = want_dx ? acc + b * sub : nullptr;
       const T* xb = values + b * sub;
       if (want_dx && need_values) {
-        backward_lanes<L, T, K, 2, true, true>(t, gt, xb, ab, sums);
+        backward_lanes<L, T, K, G, true, true>(t, gt, xb, ab, sums);
       } else if (want_dx) {
-        backward_lanes<L, T, K, 2, true, false>(t, gt, xb, ab, sums);
+        backward_lanes<L, T, K, G, true, false>(t, gt, xb, ab, sums);
       } else if (need_values) {
-        backward_lanes<L, T, K, 2, false, true>(t, gt, xb, ab, sums);
+        backward_lanes<L, T, K, G, false, true>(t, gt, xb, ab, sums);
       }
     }
   } else {
-    const int64_t slot = p.in_h * p.in_w + 1;
+    const int64_t slot = in_plane(p) + 1;
     const Shape4 &gs = grad.strides, &is = input.strides;
     for (int64_t c = c0; c < c1; ++c) {
       const S* gp = static_cast<const S*>(grad.data) + n * gs[0] + c * gs[1];
@@ -102,7 +102,7 @@ template <class S, int L>
 inline void store_dx(const BackwardPlan& plan, const MutableTensorView& dx, int64_t n, int64_t c0, int64_t c1,
                      const compute_t<S>* acc, int64_t q0, int64_t q1) {
   const detail::Problem& p = plan.problem;
-  const int64_t slot = p.in_h * p.in_w + 1;
+  const int64_t slot = in_plane(p) + 1;
   if constexpr (L > 1) {
     store_lanes<L, S>(dx, p.in_w, slot, n, c0, c1, acc, q0, q1);
   } else {
@@ -110,8 +110,9 @@ inline void store_dx(const BackwardPlan& plan, const MutableTensorView& dx, int6
   }
 }
 
-// The backward driver of one (dtype, stencil size, path), as a table entry.
-template <class S, int K, int L>
+// The backward driver of one (dtype, stencil size, path, grid components),
+// as a table entry.
+template <class S, int K, int L, int G = 2>
 void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView& input, const TensorView& grid,
               const MutableTensorView& dx, const MutableTensorView& dgrid, void* workspace) {
   using T = compute_t<S>;
@@ -119,8 +120,8 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   const detail::Problem& p = plan.problem;
   const bool want_dx = p.mask.input;
   const bool want_dgrid = p.mask.grid;
-  const int64_t pixels = p.out_h * p.out_w;
-  const int64_t plane = p.in_h * p.in_w;
+  const int64_t pixels = out_pixels(p);
+  const int64_t plane = in_plane(p);
   const int64_t slot = plane + 1;
   const int64_t sub = slot * L;  // one sub-block's [pixel][lane] buffer
   const int64_t cb_size = plan.channel_block, blocks = plan.channel_blocks;
@@ -137,8 +138,8 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
 
 #pragma omp parallel num_threads(plan.threads)
   {
-    auto tile = std::make_unique<Tile<T, K>>();
-    T sums[2][kTile];
+    auto tile = std::make_unique<Tile<T, K, G>>();
+    T sums[G][kTile];
     T* my_scratch = scratch + static_cast<int64_t>(omp_get_thread_num()) * plan.scratch_elems;
     T* my_acc = my_scratch;
     T* xin = kInterleaved ? my_scratch + plan.scratch_values : nullptr;
@@ -185,18 +186,17 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       }
       for (int64_t p0 = p_begin; p0 < p_end; p0 += kTile) {
         plan.build(src, n, p0, std::min<int64_t>(kTile, p_end - p0), tile.get());
-        const Tile<T, K>& t = *tile;
-        std::fill_n(sums[0], kTile, T(0));
-        std::fill_n(sums[1], kTile, T(0));
-        backward_tile<S, K, L>(plan, grad, input, dx, t, n, c0, c1, p0, acc, block_values, gt, sums);
+        const Tile<T, K, G>& t = *tile;
+        for (int c = 0; c < G; ++c) std::fill_n(sums[c], kTile, T(0));
+        backward_tile<S, K, L, G>(plan, grad, input, dx, t, n, c0, c1, p0, acc, block_values, gt, sums);
         if (want_dgrid && blocks == 1) {
-          store_dgrid<S>(dgrid, p.out_w, n, p0, t.count, t.mult, sums);
+          store_dgrid<S, G>(dgrid, p.out_w, n, p0, t.count, t.mult, sums);
         } else if (want_dgrid) {
           // Partial sums, and (from block 0) the multipliers, per pixel.
-          T* part_sum = dg_partials + ((n * (blocks + 1) + block + 1) * pixels + p0) * 2;
-          T* mult = dg_partials + (n * (blocks + 1) * pixels + p0) * 2;
-          store_pairs<T, T>(sums[0], nullptr, sums[1], nullptr, t.count, part_sum);
-          if (block == 0) store_pairs<T, T>(t.mult[0], nullptr, t.mult[1], nullptr, t.count, mult);
+          T* part_sum = dg_partials + ((n * (blocks + 1) + block + 1) * pixels + p0) * G;
+          T* mult = dg_partials + (n * (blocks + 1) * pixels + p0) * G;
+          store_points<G, T, T>(sums, nullptr, t.count, part_sum);
+          if (block == 0) store_points<G, T, T>(t.mult, nullptr, t.count, mult);
         }
       }
       if (want_dx && chunks == 1 && !plan.direct_dx) store_dx<S, L>(plan, dx, n, c0, c1, acc, 0, plane);
@@ -228,20 +228,19 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
     if (want_dgrid && blocks > 1) {
       // Over (image, output row), so the pixel's place needs no division.
       const Shape4& dgs = dgrid.strides;
+      const int64_t rows = out_rows(p);
 #pragma omp for schedule(static)
-      for (int64_t nh = 0; nh < p.n * p.out_h; ++nh) {
-        const int64_t n = nh / p.out_h, h = nh % p.out_h;
-        const T* base = dg_partials + n * (blocks + 1) * pixels * 2;
+      for (int64_t nh = 0; nh < p.n * rows; ++nh) {
+        const int64_t n = nh / rows, h = nh % rows;
+        const T* base = dg_partials + n * (blocks + 1) * pixels * G;
         S* row = static_cast<S*>(dgrid.data) + n * dgs[0] + h * dgs[1];
         for (int64_t w = 0, q = h * p.out_w; w < p.out_w; ++w, ++q) {
-          T sx = 0, sy = 0;
+          T sum[G] = {};
           for (int64_t block = 0; block < blocks; ++block) {
-            sx += base[((block + 1) * pixels + q) * 2];
-            sy += base[((block + 1) * pixels + q) * 2 + 1];
+            for (int c = 0; c < G; ++c) sum[c] += base[((block + 1) * pixels + q) * G + c];
           }
           S* d = row + w * dgs[2];
-          d[0] = store<S>(base[q * 2] * sx);
-          d[dgs[3]] = store<S>(base[q * 2 + 1] * sy);
+          for (int c = 0; c < G; ++c) d[c * dgs[3]] = store<S>(base[q * G + c] * sum[c]);
         }
       }
     }

@@ -158,8 +158,8 @@ inline auto tap_index(D di, VF row, VF col, int64_t in_w) {
 }
 
 // Copies the int32 indices of K taps into the tile's int64 rows (float).
-template <class T, int K>
-inline void widen_indices(int count, Tile<T, K>* t) {
+template <class T, int K, int G>
+inline void widen_indices(int count, Tile<T, K, G>* t) {
   if constexpr (std::is_same_v<T, float>) {
     for (int k = 0; k < K; ++k) {
       for (int i = 0; i < count; ++i) t->acc[k][i] = t->acc32[k][i];

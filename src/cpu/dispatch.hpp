@@ -23,18 +23,23 @@ enum class TapForm : int { kFlat = 0, kStrided = 1 };
 // (which fixes the stencil size) and path; builders by mode, padding,
 // align_corners and tap form: they are the only code specialised on padding
 // and align_corners.
+// Volumes have their own drivers (Tile<T, K, 3>) and builders, indexed alike.
 struct KernelTable {
   ForwardFn forward[3][3] = {};
   BackwardFn backward[3][3] = {};
   BuildTileFn build[3][3][2][2] = {};
+  ForwardFn forward_3d[3][3] = {};
+  BackwardFn backward_3d[3][3] = {};
+  BuildTileFn build_3d[3][3][2][2] = {};
 };
 
 // The table of `dtype` for the SIMD target in use.
 KernelTable kernels(DType dtype);
 
-inline BuildTileFn builder(const KernelTable& table, const Options& o, TapForm form) {
-  return table.build[static_cast<int>(o.interpolation)][static_cast<int>(o.padding)][o.align_corners ? 1 : 0]
-                    [static_cast<int>(form)];
+inline BuildTileFn builder(const KernelTable& table, const Options& o, TapForm form, bool volume = false) {
+  const auto& build = volume ? table.build_3d : table.build;
+  return build[static_cast<int>(o.interpolation)][static_cast<int>(o.padding)][o.align_corners ? 1 : 0]
+              [static_cast<int>(form)];
 }
 
 // The SIMD targets compiled in and supported by this CPU (Highway's target

@@ -31,14 +31,14 @@ namespace {
 
 // Planar: tasks (n, tile); a tile's stencils serve every channel plane,
 // through flat taps when the plan says the planes are dense.
-template <class S, int K>
+template <class S, int K, int G>
 void forward_planar(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
                     const MutableTensorView& output, void*) {
   using T = compute_t<S>;
   const detail::Problem& p = plan.problem;
-  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t pixels = out_pixels(p);
   const int64_t tiles = (pixels + kTile - 1) / kTile;
-  const int64_t plane = p.in_h * p.in_w;
+  const int64_t plane = in_plane(p);
   const S* in = static_cast<const S*>(input.data);
   S* out = static_cast<S*>(output.data);
   const Shape4& is = input.strides;
@@ -46,7 +46,7 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   const TileSource src = tile_source(p, grid, os, is, false, !plan.flat_taps);
 #pragma omp parallel num_threads(plan.threads)
   {
-    auto tile = std::make_unique<Tile<T, K>>();
+    auto tile = std::make_unique<Tile<T, K, G>>();
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < p.n * tiles; ++task) {
       const int64_t n = task / tiles;
@@ -69,20 +69,20 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
 // task copies its block's input channels into [pixel][lane] order (once per
 // block a thread takes in a row), then runs the tiles of its range through a
 // [pixel][lane] tile buffer.
-template <class S, int K, int L>
+template <class S, int K, int L, int G>
 void forward_interleaved(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
                          const MutableTensorView& output, void* copies) {
   using T = compute_t<S>;
   const detail::Problem& p = plan.problem;
-  const int64_t pixels = p.out_h * p.out_w;
-  const int64_t plane = p.in_h * p.in_w;
+  const int64_t pixels = out_pixels(p);
+  const int64_t plane = in_plane(p);
   const int64_t blocks = plan.blocks, ranges = plan.ranges, range = plan.range_pixels;
   S* out = static_cast<S*>(output.data);
   const Shape4& os = output.strides;
   const TileSource src = tile_source(p, grid, os, input.strides, false, !plan.flat_taps);
 #pragma omp parallel num_threads(plan.threads)
   {
-    auto tile = std::make_unique<Tile<T, K>>();
+    auto tile = std::make_unique<Tile<T, K, G>>();
     T* values = static_cast<T*>(copies) + static_cast<int64_t>(omp_get_thread_num()) * plan.copy_elems;
     int64_t loaded = -1;  // the (n, block) whose values are in `values`
     alignas(64) T ot[kTile * L];
@@ -98,7 +98,7 @@ void forward_interleaved(const ForwardPlan& plan, const TensorView& input, const
       S* ob = out + n * os[0] + s0 * os[1];
       for (int64_t p0 = p_begin; p0 < p_end; p0 += kTile) {
         plan.build(src, n, p0, std::min<int64_t>(kTile, p_end - p0), tile.get());
-        const Tile<T, K>& t = *tile;
+        const Tile<T, K, G>& t = *tile;
         forward_lanes<L>(t, values, ot);
         store_tile_lanes<L>(ot, rows, t.count, t.out_off, p0, ob, os, p.out_w);
       }
@@ -106,14 +106,15 @@ void forward_interleaved(const ForwardPlan& plan, const TensorView& input, const
   }
 }
 
-// The forward driver of one (dtype, stencil size, path), as a table entry.
-template <class S, int K, int L>
+// The forward driver of one (dtype, stencil size, path, grid components),
+// as a table entry.
+template <class S, int K, int L, int G = 2>
 void forward(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
              const MutableTensorView& output, void* copies) {
   if constexpr (L == 1) {
-    forward_planar<S, K>(plan, input, grid, output, copies);
+    forward_planar<S, K, G>(plan, input, grid, output, copies);
   } else {
-    forward_interleaved<S, K, L>(plan, input, grid, output, copies);
+    forward_interleaved<S, K, L, G>(plan, input, grid, output, copies);
   }
 }
 

@@ -8,6 +8,7 @@
 
 // Each piece re-includes itself once per target.
 #include "cpu/builders-inl.h"
+#include "cpu/builders_3d-inl.h"
 #include "cpu/layout-inl.h"
 #include "cpu/microkernels-inl.h"
 #include "cpu/forward-inl.h"
@@ -39,6 +40,15 @@ void fill_mode(KernelTable* table) {
   table->backward[m][static_cast<int>(Path::kNarrowLanes)] = &backward<S, K, kNarrowLanes>;
   table->backward[m][static_cast<int>(Path::kLanes)] = &backward<S, K, kLanes>;
   fill_builders<S, M>(table);
+  // Volumes: the same drivers over Tile<T, K, 3> (three grid components).
+  constexpr int K3 = kTaps3<M>;
+  table->forward_3d[m][static_cast<int>(Path::kPlanar)] = &forward<S, K3, 1, 3>;
+  table->forward_3d[m][static_cast<int>(Path::kNarrowLanes)] = &forward<S, K3, kNarrowLanes, 3>;
+  table->forward_3d[m][static_cast<int>(Path::kLanes)] = &forward<S, K3, kLanes, 3>;
+  table->backward_3d[m][static_cast<int>(Path::kPlanar)] = &backward<S, K3, 1, 3>;
+  table->backward_3d[m][static_cast<int>(Path::kNarrowLanes)] = &backward<S, K3, kNarrowLanes, 3>;
+  table->backward_3d[m][static_cast<int>(Path::kLanes)] = &backward<S, K3, kLanes, 3>;
+  fill_builders_3d<S, M>(table);
 }
 
 template <class S>

@@ -12,6 +12,7 @@
 
 #include "core/dtype.hpp"
 #include "core/validate.hpp"
+#include "cpu/plan.hpp"
 #include "cpu/tile.hpp"
 #include "gridsampler/gridsampler.hpp"
 
@@ -209,6 +210,33 @@ inline void store_pairs(const T* ax, const T* bx, const T* ay, const T* by, int 
   }
 }
 
+// out[G * i + g] = a[g][i] * b[g][i] for i < count and each component g
+// (with b null, a[g][i] itself): store_pairs for (x, y), Highway's
+// three-way interleaving store for (x, y, z). Plain multiplies, the same
+// bits on every target.
+template <int G, class S, class T>
+inline void store_points(const T (*a)[kTile], const T (*b)[kTile], int count, S* __restrict out) {
+  if constexpr (G == 2) {
+    store_pairs<S>(a[0], b == nullptr ? nullptr : b[0], a[1], b == nullptr ? nullptr : b[1], count, out);
+  } else {
+    static_assert(G == 3);
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<T> d;
+    const int n = static_cast<int>(hn::Lanes(d));
+    auto value = [&](int g, int i) { return b == nullptr ? a[g][i] : a[g][i] * b[g][i]; };
+    int i = 0;
+    if constexpr (std::is_same_v<S, T>) {
+      auto vec = [&](int g) {
+        return b == nullptr ? hn::LoadU(d, a[g] + i) : hn::Mul(hn::LoadU(d, a[g] + i), hn::LoadU(d, b[g] + i));
+      };
+      for (; i + n <= count; i += n) hn::StoreInterleaved3(vec(0), vec(1), vec(2), d, out + 3 * i);
+    }
+    for (; i < count; ++i) {
+      for (int g = 0; g < 3; ++g) out[3 * i + g] = store<S>(value(g, i));
+    }
+  }
+}
+
 // Calls f(q, y, x) for the pixels q = y * width + x in [q0, q1).
 template <class F>
 inline void for_each_pixel(int64_t width, int64_t q0, int64_t q1, F&& f) {
@@ -228,7 +256,7 @@ inline void for_each_pixel(int64_t width, int64_t q0, int64_t q1, F&& f) {
 template <int L, class S, class T>
 void copy_values(const Problem& p, const TensorView& input, int64_t n, int64_t s0, int64_t s1,
                  T* __restrict xb, int64_t q0, int64_t q1) {
-  const int64_t plane = p.in_h * p.in_w;
+  const int64_t plane = in_plane(p);
   const Shape4& is = input.strides;
   const S* ib = static_cast<const S*>(input.data) + n * is[0] + s0 * is[1];
   if (q1 == plane) std::fill_n(xb + plane * L, L, T(0));
@@ -339,21 +367,20 @@ inline void store_lanes(const MutableTensorView& dx, int64_t in_w, int64_t slot,
 }
 
 // Writes a tile's dgrid, sums[g][i] * mult[g][i], for `count` pixels from p0
-// of image n.
-template <class S, class T>
+// of image n (volumes: a dgrid view whose depth and height merge into rows).
+template <class S, int G = 2, class T>
 inline void store_dgrid(const MutableTensorView& dgrid, int64_t out_w, int64_t n, int64_t p0, int count,
                         const T (*mult)[kTile], const T (*sums)[kTile]) {
   const Shape4& dgs = dgrid.strides;
   S* dgp = static_cast<S*>(dgrid.data) + n * dgs[0];
-  if (dense_pairs(dgs, out_w)) {
-    store_pairs<S>(mult[0], sums[0], mult[1], sums[1], count, dgp + 2 * p0);
+  if (dense_points<G>(dgs, out_w)) {
+    store_points<G, S>(mult, sums, count, dgp + G * p0);
     return;
   }
   int64_t h = p0 / out_w, w = p0 % out_w;
   for (int i = 0; i < count; ++i) {
     S* d = dgp + h * dgs[1] + w * dgs[2];
-    d[0] = store<S>(mult[0][i] * sums[0][i]);
-    d[dgs[3]] = store<S>(mult[1][i] * sums[1][i]);
+    for (int g = 0; g < G; ++g) d[g * dgs[3]] = store<S>(mult[g][i] * sums[g][i]);
     if (++w == out_w) {
       w = 0;
       ++h;

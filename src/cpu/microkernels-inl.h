@@ -257,7 +257,7 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
     // The taps of a pixel kPrefetch ahead, whose lines are likely not in L1
     // (or L2) when the grid jumps about; one per row of a 4 x 4 stencil.
     if (i + kPrefetch < count) {
-      for (int k = 0; k < K; k += (K == 16 ? 4 : 1)) {
+      for (int k = 0; k < K; k += (K >= 16 ? 4 : 1)) {
         const int64_t q = t.acc[k][i + kPrefetch];
         if constexpr (kDx) hwy::Prefetch(acc + q * L);
         if constexpr (kDgrid) hwy::Prefetch(xin + q * L);

@@ -46,11 +46,11 @@ int lanes_for(int64_t channels) { return channels >= kLanes / 2 ? kLanes : kNarr
 // Whether an input-shaped tensor's planes are dense rows (flat index
 // y * Win + x), as the flat taps and a direct dx need.
 bool dense_rows(const Problem& p, const Shape4& strides) {
-  return strides[3] == 1 && (strides[2] == p.in_w || p.in_h == 1);
+  return strides[3] == 1 && (strides[2] == p.in_w || in_rows(p) == 1);
 }
 
 bool flat_taps(const Problem& p) {
-  const int64_t plane = p.in_h * p.in_w;
+  const int64_t plane = in_plane(p);
   const bool dense = dense_rows(p, p.input_strides);
   const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
   return dense && plane > 0 && plane < limit - p.in_w;
@@ -109,11 +109,11 @@ ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
   // Interleaved for 2 channels or more, with one channel-minor copy of a
   // block's plane per thread, as long as the copies stay reasonable.
   const uint64_t elem = compute_size(p.dtype);
-  const auto slot = static_cast<uint64_t>(p.in_h * p.in_w) + 1;
+  const auto slot = static_cast<uint64_t>(in_plane(p)) + 1;
   const int lanes = lanes_for(p.c);
-  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t pixels = out_pixels(p);
   if (allow_copies && !p.empty() && p.c >= 2 && slot <= kMaxInterleavedBytes / (lanes * elem)) {
-    const int64_t plane = p.in_h * p.in_w;
+    const int64_t plane = in_plane(p);
     const int64_t blocks = (p.c + lanes - 1) / lanes;
     // Enough pixel ranges to feed the threads, none much smaller than the
     // plane it copies (each output value depends on its pixel alone, so
@@ -138,8 +138,9 @@ ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
   plan.flat_taps = plan.lanes == 1 && flat_taps(p);
   const KernelTable table = kernels(p.dtype);
   const auto mode = static_cast<int>(p.options.interpolation);
-  plan.fn = table.forward[mode][static_cast<int>(path_of(plan.lanes))];
-  plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided);
+  plan.fn = (p.volume ? table.forward_3d : table.forward)[mode][static_cast<int>(path_of(plan.lanes))];
+  plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
+                       p.volume);
   return plan;
 }
 
@@ -172,8 +173,8 @@ BackwardPlan plan_backward(const Problem& p) {
     return plan;  // no workspace
   }
   const uint64_t elem = compute_size(p.dtype);
-  const int64_t pixels = p.out_h * p.out_w;
-  const int64_t plane = p.in_h * p.in_w;
+  const int64_t pixels = out_pixels(p);
+  const int64_t plane = in_plane(p);
   const int64_t slot = plane + 1;  // a plane and its zero slot
   const int64_t c = std::max<int64_t>(p.c, 1);
   // Interleaved as long as the two [pixel][lane] buffers stay reasonable;
@@ -242,7 +243,8 @@ BackwardPlan plan_backward(const Problem& p) {
     plan.dx_partials = take(mul(mul(mul(tasks, chunks), plan.accumulator_elems), elem));
   }
   if (p.mask.grid && plan.channel_blocks > 1) {
-    plan.dgrid_partials = take(mul(mul(mul(p.n, plan.channel_blocks + 1), pixels), 2 * elem));
+    const uint64_t components = p.volume ? 3 : 2;
+    plan.dgrid_partials = take(mul(mul(mul(p.n, plan.channel_blocks + 1), pixels), components * elem));
   }
   // Input values in [pixel][lane] order, once per (n, block), shared by its
   // chunks (bounded with the chunks' partials, by kMaxChunkBytes).
@@ -270,8 +272,10 @@ BackwardPlan plan_backward(const Problem& p) {
 
   plan.flat_taps = plan.lanes == 1 && flat_taps(p);
   const KernelTable table = kernels(p.dtype);
-  plan.fn = table.backward[static_cast<int>(p.options.interpolation)][static_cast<int>(path_of(plan.lanes))];
-  plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided);
+  plan.fn = (p.volume ? table.backward_3d : table.backward)[static_cast<int>(p.options.interpolation)]
+                                                            [static_cast<int>(path_of(plan.lanes))];
+  plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
+                       p.volume);
   return plan;
 }
 

@@ -24,6 +24,14 @@
 
 namespace gridsampler::cpu {
 
+// Volumes run through the image drivers with depth merged into rows: an
+// input channel is a plane of Din * Hin * Win voxels, an image's output
+// Dout * Hout * Wout voxels in Dout * Hout rows (images: depth 1).
+inline int64_t in_plane(const detail::Problem& p) { return p.in_d * p.in_h * p.in_w; }
+inline int64_t out_pixels(const detail::Problem& p) { return p.out_d * p.out_h * p.out_w; }
+inline int64_t out_rows(const detail::Problem& p) { return p.out_d * p.out_h; }
+inline int64_t in_rows(const detail::Problem& p) { return p.in_d * p.in_h; }
+
 struct ForwardPlan;
 struct BackwardPlan;
 

@@ -104,4 +104,102 @@ inline void build_stencil(T gx, T gy, int64_t height, int64_t width, Stencil<T, 
   }
 }
 
+// Volumes: the same stencils in three dimensions, each component unnormalised,
+// padded and differentiated along its own axis by the same policy. Taps are
+// ordered z, y, x (x fastest), so that taps 2j + 1 are the right-hand
+// neighbours of taps 2j for trilinear, as the flat kernels' pairs want.
+template <Interpolation M>
+inline constexpr int kTaps3 = M == Interpolation::kBicubic ? 64 : M == Interpolation::kNearest ? 1 : 8;
+
+template <class T, int K>
+struct Stencil3 {
+  int64_t z[K], y[K], x[K];
+  bool valid[K];
+  T w[K];
+  T dw[3][K];   // d w / d ix, iy, iz
+  T mult[3];    // d ix / d grid x, d iy / d grid y, d iz / d grid z
+};
+
+template <class T, int K>
+inline void set_tap3(Stencil3<T, K>* s, int k, int64_t tz, int64_t ty, int64_t tx, const int64_t size[3], T w,
+                     T dx, T dy, T dz) {
+  s->z[k] = tz;
+  s->y[k] = ty;
+  s->x[k] = tx;
+  s->valid[k] = tz >= 0 && tz < size[0] && coords::in_bounds(ty, tx, size[1], size[2]);
+  s->w[k] = w;
+  s->dw[0][k] = dx;
+  s->dw[1][k] = dy;
+  s->dw[2][k] = dz;
+}
+
+// The trilinear taps of padded source coordinates: bilinear_taps' weights
+// along each axis (PyTorch's 1 - w), multiplied x, y, then z.
+template <class T>
+inline void trilinear_taps(T ix, T iy, T iz, const int64_t size[3], Stencil3<T, 8>* s) {
+  const T fx = std::floor(ix), fy = std::floor(iy), fz = std::floor(iz);
+  const int64_t x0 = coords::to_index(fx), y0 = coords::to_index(fy), z0 = coords::to_index(fz);
+  const T wx[2] = {T(1) - (ix - fx), ix - fx};
+  const T wy[2] = {T(1) - (iy - fy), iy - fy};
+  const T wz[2] = {T(1) - (iz - fz), iz - fz};
+  const T sign[2] = {T(-1), T(1)};
+  for (int c = 0; c < 2; ++c) {
+    for (int b = 0; b < 2; ++b) {
+      for (int a = 0; a < 2; ++a) {
+        const T wxy = wx[a] * wy[b];
+        set_tap3(s, c * 4 + b * 2 + a, z0 + c, y0 + b, x0 + a, size, wxy * wz[c], sign[a] * wy[b] * wz[c],
+                 sign[b] * wx[a] * wz[c], sign[c] * wxy);
+      }
+    }
+  }
+}
+
+template <class T>
+inline void nearest_tap3(T ix, T iy, T iz, const int64_t size[3], Stencil3<T, 1>* s) {
+  set_tap3(s, 0, coords::to_index(std::nearbyint(iz)), coords::to_index(std::nearbyint(iy)),
+           coords::to_index(std::nearbyint(ix)), size, T(1), T(0), T(0), T(0));
+}
+
+// size = {Din, Hin, Win}; grid values (gx, gy, gz) index W, H, D.
+template <Interpolation M, Padding P, bool kAlign, class T>
+inline void build_stencil_3d(T gx, T gy, T gz, const int64_t size[3], Stencil3<T, kTaps3<M>>* s) {
+  if constexpr (M == Interpolation::kBicubic) {
+    const T ix = coords::bicubic_source<P>(gx, size[2], kAlign, &s->mult[0]);
+    const T iy = coords::bicubic_source<P>(gy, size[1], kAlign, &s->mult[1]);
+    const T iz = coords::bicubic_source<P>(gz, size[0], kAlign, &s->mult[2]);
+    const T fx = std::floor(ix), fy = std::floor(iy), fz = std::floor(iz);
+    T cx[4], cy[4], cz[4], gcx[4], gcy[4], gcz[4];
+    coords::cubic_weights(ix - fx, cx);
+    coords::cubic_weights(iy - fy, cy);
+    coords::cubic_weights(iz - fz, cz);
+    coords::cubic_weight_grads(ix - fx, gcx);
+    coords::cubic_weight_grads(iy - fy, gcy);
+    coords::cubic_weight_grads(iz - fz, gcz);
+    int64_t tx[4], ty[4], tz[4];
+    for (int i = 0; i < 4; ++i) {
+      tx[i] = coords::tap_index<P>(fx - 1 + i, size[2], kAlign);
+      ty[i] = coords::tap_index<P>(fy - 1 + i, size[1], kAlign);
+      tz[i] = coords::tap_index<P>(fz - 1 + i, size[0], kAlign);
+    }
+    for (int k = 0; k < 4; ++k) {
+      for (int j = 0; j < 4; ++j) {
+        for (int i = 0; i < 4; ++i) {
+          const T wxy = cx[i] * cy[j];
+          set_tap3(s, (k * 4 + j) * 4 + i, tz[k], ty[j], tx[i], size, wxy * cz[k], -gcx[i] * cy[j] * cz[k],
+                   -gcy[j] * cx[i] * cz[k], -gcz[k] * wxy);
+        }
+      }
+    }
+  } else {
+    const T ix = coords::source_index<P>(gx, size[2], kAlign, &s->mult[0]);
+    const T iy = coords::source_index<P>(gy, size[1], kAlign, &s->mult[1]);
+    const T iz = coords::source_index<P>(gz, size[0], kAlign, &s->mult[2]);
+    if constexpr (M == Interpolation::kNearest) {
+      nearest_tap3(ix, iy, iz, size, s);
+    } else {
+      trilinear_taps(ix, iy, iz, size, s);
+    }
+  }
+}
+
 }  // namespace gridsampler::cpu

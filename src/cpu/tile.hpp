@@ -35,13 +35,13 @@ struct Tile {
   bool pairs = false;
   int64_t out_off[kTile];  // pixel offset in a grad/output channel plane
   int64_t in_off[K][kTile];  // strided input offset (strided form only)
-  int64_t acc[K][kTile];     // flat index: y * Win + x, or `plane` when invalid
+  int64_t acc[K][kTile];     // flat index: y * Win + x (volumes: (z * Hin + y) * Win + x), or `plane` when invalid
   // The flat index again as int32, for float gathers, which take 32-bit
   // indices (flat form, float compute type, Hin * Win + Win < 2^31 only).
   int32_t acc32[K][kTile];
   bool valid[K][kTile];      // (strided form only)
   T w[K][kTile];
-  T dw[G][K][kTile];  // d w / d coordinate g (g = 0: x, 1: y)
+  T dw[G][K][kTile];  // d w / d coordinate g (g = 0: x, 1: y, 2: z)
   T mult[G][kTile];   // d coordinate g / d grid value g (0 where not differentiable)
 };
 
@@ -60,10 +60,14 @@ inline auto* gather_indices(TileT* t, int k) {
 // What a builder reads to make the tiles of one call.
 struct TileSource {
   const void* grid = nullptr;  // storage type of the call's dtype
+  // Volumes are read through 4-D views whose depth and height merge into
+  // one dimension of rows (the grid (N, Dout * Hout, Wout, 3), the planes
+  // (N, C, D * H, W)): a voxel's flat index (z * Hin + y) * Win + x is then
+  // its row times Win plus x, as for an image.
   Shape4 grid_strides{};
   Shape4 out_strides{};  // of the grad (backward) or output (forward): for out_off
   Shape4 in_strides{};   // of the input: for in_off (strided form)
-  int64_t in_h = 0, in_w = 0, out_w = 0;
+  int64_t in_d = 1, in_h = 0, in_w = 0, out_w = 0;
   // Whether the weights' derivatives (dw) are wanted: a forward has no use
   // for them, and the vector builders then skip them. (The scalar stencil
   // makes them anyway.)
@@ -81,6 +85,7 @@ inline TileSource tile_source(const detail::Problem& p, const TensorView& grid, 
   src.grid_strides = grid.strides;
   src.out_strides = out_strides;
   src.in_strides = in_strides;
+  src.in_d = p.in_d;
   src.in_h = p.in_h;
   src.in_w = p.in_w;
   src.out_w = p.out_w;
@@ -97,6 +102,12 @@ using BuildTileFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64
 // dense within an image: its pixels are then consecutive (x, y) pairs.
 inline bool dense_pairs(const Shape4& strides, int64_t out_w) {
   return strides[3] == 1 && strides[2] == 2 && strides[1] == 2 * out_w;
+}
+
+// The same for G components per pixel ((x, y) or (x, y, z)).
+template <int G>
+inline bool dense_points(const Shape4& strides, int64_t out_w) {
+  return strides[3] == 1 && strides[2] == G && strides[1] == G * out_w;
 }
 
 }  // namespace gridsampler::cpu

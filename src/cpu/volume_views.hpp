@@ -1,0 +1,48 @@
+// Volumes through the image drivers: a 5-D view is read as a 4-D view whose
+// depth and height dimensions merge into one of rows (the input, grad,
+// output and dx as (N, C, D * H, W); the grid and dgrid as
+// (N, Dout * Hout, Wout, 3)). That holds when one of the two has size 1 or
+// stride(depth) == size(height) * stride(height): NCDHW, NDHWC, slices along
+// N, C or W, and negative strides alike. Other views (a slice along H, say)
+// are packed into a contiguous copy first and, for outputs, copied back
+// after the call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gridsampler/gridsampler.hpp"
+
+namespace gridsampler::cpu {
+
+// Whether dimensions `dim` and `dim + 1` of a 5-D view merge.
+bool dims_merge(const Shape5& shape, const Shape5& strides, int dim);
+
+// Sets every element of a 5-D view to +0.0 (all-zero bits in every dtype).
+void zero_volume(const MutableVolumeView& v);
+
+// The 4-D views of one volume call, and the packed copies some of them may
+// need. Inputs are packed when they are made; outputs are copied back by
+// finish().
+class VolumeViews {
+ public:
+  // dim: the first merged dimension (2 for input-shaped tensors, 1 for
+  // grid-shaped ones). False when a packed copy cannot be allocated.
+  bool input(const VolumeView& v, int dim, TensorView* out);
+  bool output(const MutableVolumeView& v, int dim, MutableTensorView* out);
+  // Copies packed outputs into the caller's views.
+  void finish();
+
+ private:
+  struct Packed {
+    std::unique_ptr<unsigned char[]> data;
+    MutableVolumeView target;  // the caller's output (outputs only)
+    bool is_output = false;
+  };
+  void* pack(const VolumeView& v, bool copy_in, const MutableVolumeView* target);
+  std::vector<Packed> packed_;
+};
+
+}  // namespace gridsampler::cpu
