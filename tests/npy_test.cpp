@@ -157,7 +157,7 @@ TEST(npy, NumelOfZeroDimIsOne) {
 TEST(npy, RoundTripEveryDtypeAndShape) {
   TempDir dir;
   const std::vector<std::vector<int64_t>> shapes = {
-      {}, {0}, {1}, {7}, {2, 3}, {0, 3}, {3, 0}, {2, 0, 4}, {1, 2, 3, 4}, {2, 3, 1, 5}, {2, 1, 1, 1, 1, 1, 1, 3}};
+      {}, {0}, {1}, {7}, {2, 3}, {0, 3}, {3, 0}, {2, 0, 4}, {1, 2, 3, 4}, {2, 3, 1, 5}, {2, 3, 4, 1, 5}, {2, 1, 1, 1, 1, 1, 1, 3}};
   for (DType dtype : {DType::kFloat16, DType::kFloat32, DType::kFloat64}) {
     for (const auto& shape : shapes) {
       Array a;

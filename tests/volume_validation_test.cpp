@@ -11,6 +11,7 @@
 
 #include "core/validate.hpp"
 #include "gridsampler/gridsampler.hpp"
+#include "reference/reference.hpp"
 
 namespace gridsampler {
 namespace {
@@ -65,7 +66,7 @@ class VolumeValidation : public ::testing::Test {
             out_.mutable_view(), {}, {}};
   }
 
-  // Runs the validators on the broken views; each must
+  // Runs the validators and the reference on the broken views; each must
   // fail with the case's code and message and leave the outputs untouched.
   void check(const Case& c) {
     Views v = views();
@@ -81,10 +82,13 @@ class VolumeValidation : public ::testing::Test {
       Problem p;
       expect(detail::validate_backward_3d(v.grad, v.input, v.grid, v.dx, v.dgrid, v.options, v.mask, &p),
              "validate_backward_3d");
+      expect(reference::grid_sampler_3d_backward(v.grad, v.input, v.grid, v.dx, v.dgrid, v.options, v.mask),
+             "reference backward");
     }
     if (c.calls != Calls::kBackward) {
       Problem p;
       expect(detail::validate_forward_3d(v.input, v.grid, v.out, v.options, &p), "validate_forward_3d");
+      expect(reference::grid_sampler_3d(v.input, v.grid, v.out, v.options), "reference forward");
     }
     EXPECT_EQ(dx_.data, dx_before) << c.name;
     EXPECT_EQ(dgrid_.data, dgrid_before) << c.name;

@@ -1,5 +1,6 @@
 #include "host/tensor.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <new>
@@ -12,9 +13,33 @@
 namespace gridsampler::host {
 namespace {
 
-bool any_zero(const Shape4& shape) { return shape[0] == 0 || shape[1] == 0 || shape[2] == 0 || shape[3] == 0; }
+template <std::size_t Rank>
+bool any_zero(const std::array<int64_t, Rank>& shape) {
+  return std::find(shape.begin(), shape.end(), 0) != shape.end();
+}
 
-bool has_negative(const Shape4& shape) { return shape[0] < 0 || shape[1] < 0 || shape[2] < 0 || shape[3] < 0; }
+template <std::size_t Rank>
+bool has_negative(const std::array<int64_t, Rank>& shape) {
+  return std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; });
+}
+
+template <std::size_t Rank>
+int64_t product(const std::array<int64_t, Rank>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+template <std::size_t Rank>
+std::array<int64_t, Rank> row_major_strides(const std::array<int64_t, Rank>& shape) {
+  std::array<int64_t, Rank> strides{};
+  int64_t step = 1;
+  for (std::size_t d = Rank; d-- > 0;) {
+    strides[d] = step;
+    step *= shape[d];
+  }
+  return strides;
+}
 
 std::size_t storage_bytes(DType dtype, int64_t elements) {
   std::size_t bytes = 0;
@@ -26,11 +51,13 @@ std::size_t storage_bytes(DType dtype, int64_t elements) {
 
 }  // namespace
 
-Tensor::Tensor(DType dtype, const Shape4& shape)
-    : Tensor(dtype, shape, contiguous_strides(shape), 0,
-             any_zero(shape) ? 0 : shape[0] * shape[1] * shape[2] * shape[3]) {}
+template <std::size_t Rank>
+StridedTensor<Rank>::StridedTensor(DType dtype, const Shape& shape)
+    : StridedTensor(dtype, shape, row_major_strides(shape), 0, any_zero(shape) ? 0 : product(shape)) {}
 
-Tensor::Tensor(DType dtype, const Shape4& shape, const Shape4& strides) : dtype_(dtype), shape_(shape), strides_(strides) {
+template <std::size_t Rank>
+StridedTensor<Rank>::StridedTensor(DType dtype, const Shape& shape, const Shape& strides)
+    : dtype_(dtype), shape_(shape), strides_(strides) {
   if (any_zero(shape)) return;
   int64_t lo = 0, hi = 0, span = 0;
   if (has_negative(shape) || !detail::stride_reach(shape, strides, 0, &lo, &hi) ||
@@ -41,26 +68,31 @@ Tensor::Tensor(DType dtype, const Shape4& shape, const Shape4& strides) : dtype_
   storage_.assign(storage_bytes(dtype, span + 1), std::byte{0});
 }
 
-Tensor::Tensor(DType dtype, const Shape4& shape, const Shape4& strides, int64_t offset, int64_t storage_elements)
+template <std::size_t Rank>
+StridedTensor<Rank>::StridedTensor(DType dtype, const Shape& shape, const Shape& strides, int64_t offset,
+                                   int64_t storage_elements)
     : dtype_(dtype), shape_(shape), strides_(strides), offset_(offset) {
   if (storage_elements < 0) throw std::invalid_argument("host::Tensor: negative storage size");
   if (!any_zero(shape)) {
     int64_t lo = 0, hi = 0;
-    if (has_negative(shape) || !detail::stride_reach(shape, strides, offset, &lo, &hi) || lo < 0 || hi >= storage_elements) {
+    if (has_negative(shape) || !detail::stride_reach(shape, strides, offset, &lo, &hi) || lo < 0 ||
+        hi >= storage_elements) {
       throw std::invalid_argument("host::Tensor: view outside its storage");
     }
   }
   storage_.assign(storage_bytes(dtype, storage_elements), std::byte{0});
 }
 
-Tensor::Tensor(DType dtype, const Shape4& shape, Bytes data)
-    : dtype_(dtype), shape_(shape), strides_(contiguous_strides(shape)), storage_(std::move(data)) {
+template <std::size_t Rank>
+StridedTensor<Rank>::StridedTensor(DType dtype, const Shape& shape, Bytes data)
+    : dtype_(dtype), shape_(shape), strides_(row_major_strides(shape)), storage_(std::move(data)) {
   if (storage_.size() != storage_bytes(dtype, numel())) {
     throw std::invalid_argument("host::Tensor: data size does not match the shape");
   }
 }
 
-Status Tensor::allocate(std::string_view name, DType dtype, const Shape4& shape, Tensor* out) {
+template <std::size_t Rank>
+Status StridedTensor<Rank>::allocate(std::string_view name, DType dtype, const Shape& shape, StridedTensor* out) {
   uint64_t bytes = dtype_size(dtype);
   const auto too_large = [&] { return Status(StatusCode::kInvalidArgument, std::string(name) + ": shape too large"); };
   for (int64_t d : shape) {
@@ -68,7 +100,7 @@ Status Tensor::allocate(std::string_view name, DType dtype, const Shape4& shape,
   }
   if (bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return too_large();
   try {
-    *out = Tensor(dtype, shape);
+    *out = StridedTensor(dtype, shape);
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kInternal,
                   std::string(name) + ": out of memory allocating " + std::to_string(bytes) + " bytes");
@@ -79,66 +111,85 @@ Status Tensor::allocate(std::string_view name, DType dtype, const Shape4& shape,
   return Status::Ok();
 }
 
-TensorView Tensor::view() const {
+template <std::size_t Rank>
+int64_t StridedTensor<Rank>::numel() const {
+  return product(shape_);
+}
+
+template <std::size_t Rank>
+typename StridedTensor<Rank>::View StridedTensor<Rank>::view() const {
   return {storage_.data() + offset_ * static_cast<int64_t>(dtype_size(dtype_)), dtype_, shape_, strides_};
 }
 
-MutableTensorView Tensor::mutable_view() {
+template <std::size_t Rank>
+typename StridedTensor<Rank>::MutableView StridedTensor<Rank>::mutable_view() {
   return {storage_.data() + offset_ * static_cast<int64_t>(dtype_size(dtype_)), dtype_, shape_, strides_};
 }
 
-const std::byte* Tensor::element(int64_t n, int64_t c, int64_t h, int64_t w) const {
-  const int64_t at = offset_ + n * strides_[0] + c * strides_[1] + h * strides_[2] + w * strides_[3];
+template <std::size_t Rank>
+const std::byte* StridedTensor<Rank>::element(const Shape& index) const {
+  int64_t at = offset_;
+  for (std::size_t d = 0; d < Rank; ++d) at += index[d] * strides_[d];
   return storage_.data() + at * static_cast<int64_t>(dtype_size(dtype_));
 }
 
-std::byte* Tensor::element(int64_t n, int64_t c, int64_t h, int64_t w) {
-  return const_cast<std::byte*>(std::as_const(*this).element(n, c, h, w));
+template <std::size_t Rank>
+std::byte* StridedTensor<Rank>::element(const Shape& index) {
+  return const_cast<std::byte*>(std::as_const(*this).element(index));
 }
 
-double Tensor::get(int64_t n, int64_t c, int64_t h, int64_t w) const {
-  return load_element(element(n, c, h, w), dtype_);
-}
-
-void Tensor::set(int64_t n, int64_t c, int64_t h, int64_t w, double v) {
-  store_element(element(n, c, h, w), dtype_, v);
-}
-
+// Calls f(index) for every index in row-major order.
+template <std::size_t Rank>
 template <class F>
-void Tensor::for_each_index(F&& f) const {
-  for (int64_t n = 0; n < shape_[0]; ++n)
-    for (int64_t c = 0; c < shape_[1]; ++c)
-      for (int64_t h = 0; h < shape_[2]; ++h)
-        for (int64_t w = 0; w < shape_[3]; ++w) f(n, c, h, w);
+void StridedTensor<Rank>::for_each_index(F&& f) const {
+  if (any_zero(shape_) || has_negative(shape_)) return;
+  Shape index{};
+  for (;;) {
+    f(index);
+    std::size_t d = Rank;
+    while (d-- > 0) {
+      if (++index[d] < shape_[d]) break;
+      index[d] = 0;
+    }
+    if (d == static_cast<std::size_t>(-1)) return;
+  }
 }
 
-std::vector<double> Tensor::values() const {
+template <std::size_t Rank>
+std::vector<double> StridedTensor<Rank>::values() const {
   std::vector<double> out;
-  out.reserve(static_cast<std::size_t>(numel()));
-  for_each_index([&](int64_t n, int64_t c, int64_t h, int64_t w) { out.push_back(get(n, c, h, w)); });
+  out.reserve(static_cast<std::size_t>(std::max<int64_t>(numel(), 0)));
+  for_each_index([&](const Shape& i) { out.push_back(load_element(element(i), dtype_)); });
   return out;
 }
 
-void Tensor::assign(const std::vector<double>& v) {
-  std::size_t i = 0;
-  for_each_index([&](int64_t n, int64_t c, int64_t h, int64_t w) {
-    if (i < v.size()) set(n, c, h, w, v[i++]);
+template <std::size_t Rank>
+void StridedTensor<Rank>::assign(const std::vector<double>& v) {
+  std::size_t k = 0;
+  for_each_index([&](const Shape& i) {
+    if (k < v.size()) store_element(element(i), dtype_, v[k++]);
   });
 }
 
-void Tensor::fill(double v) {
-  for_each_index([&](int64_t n, int64_t c, int64_t h, int64_t w) { set(n, c, h, w, v); });
+template <std::size_t Rank>
+void StridedTensor<Rank>::fill(double v) {
+  for_each_index([&](const Shape& i) { store_element(element(i), dtype_, v); });
 }
 
-void Tensor::assign_from(const Tensor& from) {
+template <std::size_t Rank>
+void StridedTensor<Rank>::assign_from(const StridedTensor& from) {
   if (from.shape_ != shape_) throw std::invalid_argument("host::Tensor::assign_from: shapes differ");
-  for_each_index([&](int64_t n, int64_t c, int64_t h, int64_t w) { set(n, c, h, w, from.get(n, c, h, w)); });
+  for_each_index([&](const Shape& i) { store_element(element(i), dtype_, load_element(from.element(i), from.dtype_)); });
 }
 
-Bytes Tensor::release() {
+template <std::size_t Rank>
+Bytes StridedTensor<Rank>::release() {
   Bytes out = std::move(storage_);
-  *this = Tensor();
+  *this = StridedTensor();
   return out;
 }
+
+template class StridedTensor<4>;
+template class StridedTensor<5>;
 
 }  // namespace gridsampler::host

@@ -1,13 +1,18 @@
-// A 4-D tensor that owns its memory, for the programs around the library: the
+// Tensors that own their memory, for the programs around the library: the
 // command-line tool, the demo, the benchmarks, the tests and the fuzzers.
-// Any strides (in elements; padded, permuted and negative ones included) over
-// a storage of its own; elements are read and written as double.
+// host::Tensor is 4-D (images), host::VolumeTensor 5-D (volumes); both are
+// StridedTensor<Rank>, which holds everything. Any strides (in elements;
+// padded, permuted and negative ones included) over a storage of its own;
+// elements are read and written as double.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gridsampler/gridsampler.hpp"
@@ -16,36 +21,50 @@
 
 namespace gridsampler::host {
 
-class Tensor {
+template <std::size_t Rank>
+class StridedTensor {
  public:
-  Tensor() = default;
+  using Shape = std::array<int64_t, Rank>;
+  using View = BasicTensorView<const void*, Rank>;
+  using MutableView = BasicTensorView<void*, Rank>;
+
+  StridedTensor() = default;
   // Dense row-major (C order), zero-filled.
-  Tensor(DType dtype, const Shape4& shape);
+  StridedTensor(DType dtype, const Shape& shape);
   // Any strides, over a zero-filled storage of exactly the elements they reach.
-  Tensor(DType dtype, const Shape4& shape, const Shape4& strides);
-  // Any strides, element (0, 0, 0, 0) at element `offset` of a zero-filled
+  StridedTensor(DType dtype, const Shape& shape, const Shape& strides);
+  // Any strides, the first element at element `offset` of a zero-filled
   // storage of `storage_elements` elements. Throws std::invalid_argument when
   // the view does not lie inside the storage.
-  Tensor(DType dtype, const Shape4& shape, const Shape4& strides, int64_t offset, int64_t storage_elements);
+  StridedTensor(DType dtype, const Shape& shape, const Shape& strides, int64_t offset, int64_t storage_elements);
   // Dense row-major over `data`, which must hold exactly the elements of `shape`.
-  Tensor(DType dtype, const Shape4& shape, Bytes data);
+  StridedTensor(DType dtype, const Shape& shape, Bytes data);
 
   // A dense row-major tensor, zero-filled, or an error naming `name` when its
   // size overflows ("input: shape too large") or memory runs out.
-  static Status allocate(std::string_view name, DType dtype, const Shape4& shape, Tensor* out);
+  static Status allocate(std::string_view name, DType dtype, const Shape& shape, StridedTensor* out);
 
   DType dtype() const { return dtype_; }
-  const Shape4& shape() const { return shape_; }
-  const Shape4& strides() const { return strides_; }
-  int64_t offset() const { return offset_; }  // in elements, of (0, 0, 0, 0) in the storage
-  int64_t numel() const { return shape_[0] * shape_[1] * shape_[2] * shape_[3]; }
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  int64_t offset() const { return offset_; }  // in elements, of the first element in the storage
+  int64_t numel() const;
 
-  TensorView view() const;
-  MutableTensorView mutable_view();
+  View view() const;
+  MutableView mutable_view();
 
-  // Element access as double; set rounds once to the dtype.
-  double get(int64_t n, int64_t c, int64_t h, int64_t w) const;
-  void set(int64_t n, int64_t c, int64_t h, int64_t w, double v);
+  // Element access as double, one index per dimension; set rounds once to
+  // the dtype.
+  template <class... I>
+  double get(I... index) const {
+    static_assert(sizeof...(I) == Rank, "one index per dimension");
+    return load_element(element({static_cast<int64_t>(index)...}), dtype_);
+  }
+  template <class... I>
+  void set(I... index_then_value) {
+    static_assert(sizeof...(I) == Rank + 1, "one index per dimension, then the value");
+    set_at(std::forward_as_tuple(index_then_value...), std::make_index_sequence<Rank>{});
+  }
 
   // Every element in logical (row-major) order, as double.
   std::vector<double> values() const;
@@ -54,7 +73,7 @@ class Tensor {
   void fill(double v);
   // Copies the values of `from` (same shape, any dtype and layout), each
   // rounded once to this tensor's dtype.
-  void assign_from(const Tensor& from);
+  void assign_from(const StridedTensor& from);
   // Sets every element slot of the storage, in memory order, to next().
   template <class Next>
   void fill_storage(Next&& next);
@@ -66,20 +85,45 @@ class Tensor {
   Bytes release();
 
  private:
-  std::byte* element(int64_t n, int64_t c, int64_t h, int64_t w);
-  const std::byte* element(int64_t n, int64_t c, int64_t h, int64_t w) const;
+  template <class Tuple, std::size_t... K>
+  void set_at(const Tuple& t, std::index_sequence<K...>) {
+    store_element(element({static_cast<int64_t>(std::get<K>(t))...}), dtype_,
+                  static_cast<double>(std::get<Rank>(t)));
+  }
+  std::byte* element(const Shape& index);
+  const std::byte* element(const Shape& index) const;
   template <class F>
   void for_each_index(F&& f) const;
 
   DType dtype_ = DType::kFloat32;
-  Shape4 shape_{};
-  Shape4 strides_{};
+  Shape shape_{};
+  Shape strides_{};
   int64_t offset_ = 0;
   Bytes storage_;
 };
 
+extern template class StridedTensor<4>;
+extern template class StridedTensor<5>;
+
+// (N, C, H, W) images.
+class Tensor : public StridedTensor<4> {
+ public:
+  using StridedTensor<4>::StridedTensor;
+  Tensor() = default;
+  Tensor(StridedTensor<4>&& t) : StridedTensor<4>(std::move(t)) {}  // NOLINT(google-explicit-constructor)
+};
+
+// (N, C, D, H, W) volumes, and their (N, D, H, W, 3) grids.
+class VolumeTensor : public StridedTensor<5> {
+ public:
+  using StridedTensor<5>::StridedTensor;
+  VolumeTensor() = default;
+  VolumeTensor(StridedTensor<5>&& t) : StridedTensor<5>(std::move(t)) {}  // NOLINT(google-explicit-constructor)
+};
+
+template <std::size_t Rank>
 template <class Next>
-void Tensor::fill_storage(Next&& next) {
+void StridedTensor<Rank>::fill_storage(Next&& next) {
   // One dtype dispatch for the whole storage, not one per element.
   visit_dtype(dtype_, [&](auto tag) {
     using S = decltype(tag);

@@ -6,6 +6,7 @@
 #include "core/coords.hpp"
 #include "core/dtype.hpp"
 #include "core/validate.hpp"
+#include "reference/policy.hpp"
 
 namespace gridsampler::reference {
 namespace {
@@ -27,35 +28,6 @@ struct Sample {
   std::vector<Tap> taps;
   double mult_x = 0, mult_y = 0;
 };
-
-// The coordinate policy with the padding mode as a run-time value.
-template <class T>
-T source_index(Padding p, T coord, int64_t size, bool align, T* mult) {
-  switch (p) {
-    case Padding::kZeros: return coords::source_index<Padding::kZeros>(coord, size, align, mult);
-    case Padding::kBorder: return coords::source_index<Padding::kBorder>(coord, size, align, mult);
-    case Padding::kReflection: break;
-  }
-  return coords::source_index<Padding::kReflection>(coord, size, align, mult);
-}
-template <class T>
-T bicubic_source(Padding p, T coord, int64_t size, bool align, T* mult) {
-  switch (p) {
-    case Padding::kZeros: return coords::bicubic_source<Padding::kZeros>(coord, size, align, mult);
-    case Padding::kBorder: return coords::bicubic_source<Padding::kBorder>(coord, size, align, mult);
-    case Padding::kReflection: break;
-  }
-  return coords::bicubic_source<Padding::kReflection>(coord, size, align, mult);
-}
-template <class T>
-int64_t tap_index(Padding p, T pos, int64_t size, bool align) {
-  switch (p) {
-    case Padding::kZeros: return coords::tap_index<Padding::kZeros>(pos, size, align);
-    case Padding::kBorder: return coords::tap_index<Padding::kBorder>(pos, size, align);
-    case Padding::kReflection: break;
-  }
-  return coords::tap_index<Padding::kReflection>(pos, size, align);
-}
 
 // T is the coordinate type; gx, gy are the grid values already in T.
 template <class T>
@@ -114,24 +86,6 @@ Sample make_sample(T gx, T gy, const Problem& p) {
   add(y0 + 1, x0, north * east, -north, east, 0, -1, 0);
   add(y0 + 1, x0 + 1, north * west, north, west, 0, 1, 0);
   return s;
-}
-
-// Strided element access.
-template <class S>
-struct View {
-  S* data;
-  Shape4 st;
-  S& at(int64_t a, int64_t b, int64_t c, int64_t d) const {
-    return data[a * st[0] + b * st[1] + c * st[2] + d * st[3]];
-  }
-};
-template <class S>
-View<const S> view(const TensorView& t) {
-  return {static_cast<const S*>(t.data), t.strides};
-}
-template <class S>
-View<S> view(const MutableTensorView& t) {
-  return {static_cast<S*>(t.data), t.strides};
 }
 
 template <class S>
