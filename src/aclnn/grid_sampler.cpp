@@ -15,6 +15,7 @@
 #include "aclnnop/aclnn_grid_sampler3d_backward.h"
 #include "core/validate.hpp"
 #include "cpu/plan.hpp"
+#include "cpu/volume_call.hpp"
 
 namespace gridsampler::aclnn {
 namespace {
@@ -160,6 +161,28 @@ Status validate(const Operands<5>& v, const Options& o, OutputMask m, detail::Pr
   return detail::validate_backward_3d(v.grad, v.input, v.grid, v.dx, v.dgrid, o, m, p, names);
 }
 
+// The kernels' plans and runs of this rank (volumes: cpu/volume_call.hpp).
+cpu::ForwardPlan plan_forward_of(const Operands<4>&, const detail::Problem& p) { return cpu::plan_forward(p); }
+cpu::ForwardPlan plan_forward_of(const Operands<5>& v, const detail::Problem& p) {
+  return cpu::plan_forward_3d(p, v.input);
+}
+cpu::BackwardPlan plan_backward_of(const Operands<4>&, const detail::Problem& p) { return cpu::plan_backward(p); }
+cpu::BackwardPlan plan_backward_of(const Operands<5>& v, const detail::Problem& p) {
+  return cpu::plan_backward_3d(p, v.input, v.dx);
+}
+Status run(const aclOpExecutor& plan, const Operands<4>& v, void* workspace) {
+  if (plan.kind == aclOpExecutor::Kind::kForward) {
+    if (!plan.problem.empty()) cpu::run_forward(plan.forward, v.input, v.grid, v.out);
+  } else {
+    cpu::run_backward(plan.backward, v.grad, v.input, v.grid, v.dx, v.dgrid, workspace);
+  }
+  return Status::Ok();
+}
+Status run(const aclOpExecutor& plan, const Operands<5>& v, void* workspace) {
+  if (plan.kind == aclOpExecutor::Kind::kForward) return cpu::run_forward_3d(plan.forward, v.input, v.grid, v.out);
+  return cpu::run_backward_3d(plan.backward, v.grad, v.input, v.grid, v.dx, v.dgrid, workspace);
+}
+
 // Registers a finished plan and hands it out.
 aclnnStatus issue(std::unique_ptr<aclOpExecutor> plan, uint64_t* workspace_size,
                   aclOpExecutor** executor) {
@@ -225,7 +248,7 @@ aclnnStatus plan_backward_call(const aclTensor* gradOutput, const aclTensor* inp
   names.dx = "inputGrad";
   names.dgrid = "gridGrad";
   if (Status st = validate(v, options, mask, &plan->problem, names); !st.ok()) return to_aclnn(st);
-  plan->backward = cpu::plan_backward(plan->problem);
+  plan->backward = plan_backward_of(v, plan->problem);
   plan->workspace_bytes = plan->backward.workspace_bytes;
   return issue(std::move(plan), workspaceSize, executor);
 }
@@ -253,20 +276,9 @@ aclnnStatus plan_forward_call(const aclTensor* input, const aclTensor* grid, int
   detail::TensorNames names;
   names.output = "out";
   if (Status st = validate(v, options, &plan->problem, names); !st.ok()) return to_aclnn(st);
-  plan->forward = cpu::plan_forward(plan->problem);
+  plan->forward = plan_forward_of(v, plan->problem);
   plan->workspace_bytes = 0;
   return issue(std::move(plan), workspaceSize, executor);
-}
-
-// Runs a checked plan on the views of its rank.
-template <std::size_t Rank>
-void run_plan(const aclOpExecutor& plan, void* workspace) {
-  const Operands<Rank>& v = operands<Rank>(plan);
-  if (plan.kind == aclOpExecutor::Kind::kForward) {
-    if (!plan.problem.empty()) cpu::run_forward(plan.forward, v.input, v.grid, v.out);
-  } else {
-    cpu::run_backward(plan.backward, v.grad, v.input, v.grid, v.dx, v.dgrid, workspace);
-  }
 }
 
 // Phase two, shared by every operator: `kind` and `rank` say which one the
@@ -301,12 +313,10 @@ aclnnStatus execute(void* workspace, uint64_t workspace_size, aclOpExecutor* exe
                                                " needed");
     }
   }
-  if (rank == 4) {
-    run_plan<4>(*plan, workspace);
-  } else {
-    run_plan<5>(*plan, workspace);
-  }
-  return ACLNN_SUCCESS;
+  // Volumes whose views do not merge run on packed copies, which can fail
+  // for want of memory (ACLNN_ERR_INNER).
+  const Status st = rank == 4 ? run(*plan, plan->image, workspace) : run(*plan, plan->volume, workspace);
+  return st.ok() ? ACLNN_SUCCESS : to_aclnn(st);
 }
 
 }  // namespace
