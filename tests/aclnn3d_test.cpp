@@ -83,7 +83,9 @@ struct Vol {
     bool empty = false;
     for (int64_t x : s) empty = empty || x == 0;
     int64_t lo = 0, hi = -1;
-    if (!empty) EXPECT_TRUE(gs::detail::stride_reach(shape, strides, 0, &lo, &hi));
+    if (!empty) {
+      EXPECT_TRUE(gs::detail::stride_reach(shape, strides, 0, &lo, &hi));
+    }
     offset = -lo;
     storage = hi - lo + 1;
     mem.assign(static_cast<std::size_t>(storage) * gs::dtype_size(d), 0xA5);
@@ -163,7 +165,9 @@ aclnnStatus backward(aclTensor* grad, aclTensor* input, aclTensor* grid, const O
   aclDestroyBoolArray(m);
   if (s != ACLNN_SUCCESS) return s;
   void* w = nullptr;
-  if (ws > 0) EXPECT_EQ(aclrtMalloc(&w, ws, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  if (ws > 0) {
+    EXPECT_EQ(aclrtMalloc(&w, ws, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  }
   s = aclnnGridSampler3DBackward(w, ws, exec, stream);
   aclrtFree(w);
   return s;
@@ -246,10 +250,11 @@ TEST(Aclnn3d, MatchesTheCppApiBitForBitAndTheReference) {
         EXPECT_EQ(dx.mem, api_dx.mem) << what;
         EXPECT_EQ(out.mem, api_out.mem) << what;
 
-        // The float64 reference.
-        Vol ref_dx(DType::kFloat64, p.input(), Layout::kContiguous);
-        Vol ref_dgrid(DType::kFloat64, p.grid(), Layout::kContiguous, true);
-        Vol ref_out(DType::kFloat64, p.out(), Layout::kContiguous);
+        // The reference (coordinates in the same compute dtype, sums in
+        // double, rounded once to the dtype).
+        Vol ref_dx(dt, p.input(), Layout::kContiguous);
+        Vol ref_dgrid(dt, p.grid(), Layout::kContiguous, true);
+        Vol ref_out(dt, p.out(), Layout::kContiguous);
         s = gs::reference::grid_sampler_3d_backward(x.grad.view(), x.input.view(), x.grid.view(), ref_dx.view(),
                                                     ref_dgrid.view(), opt);
         ASSERT_TRUE(s.ok()) << s.message();
@@ -392,6 +397,11 @@ TEST(Aclnn3d, PlanningErrors) {
                                      &x.input.storage, 1, x.input.mem.data());
   aclTensor* dg_in_dx = aclCreateTensor(p.grid().data(), 5, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, &dx.storage, 1,
                                         dx.mem.data());
+  // An output of out's shape over the input's memory.
+  aclTensor* out_alias = aclCreateTensor(p.out().data(), 5, ACL_FLOAT, nullptr, 0, ACL_FORMAT_NCDHW, &x.input.storage,
+                                         1, x.input.mem.data());
+  for (Vol* v : {&grid2, &grid64, &grad64, &grad_bad, &grid_batch, &dx_bad}) v->acl();
+  aclTensor *g = x.grad.acl(), *in = x.input.acl(), *gr = x.grid.acl(), *d = dx.acl(), *dgr = dg.acl();
   ASSERT_EQ(aclDestroyTensor(dead), ACLNN_SUCCESS);  // after every other handle is made
   const Options ok{};
   struct Case {
@@ -403,7 +413,6 @@ TEST(Aclnn3d, PlanningErrors) {
     std::string message;
   };
   const bool both[2] = {true, true};
-  aclTensor *g = x.grad.acl(), *in = x.input.acl(), *gr = x.grid.acl(), *d = dx.acl(), *dgr = dg.acl();
   const std::vector<Case> cases = {
       {"null grad", nullptr, in, gr, d, dgr, ok, nullptr, ACLNN_ERR_PARAM_NULLPTR, "gradOutput: tensor is null"},
       {"null input", g, nullptr, gr, d, dgr, ok, nullptr, ACLNN_ERR_PARAM_NULLPTR, "input: tensor is null"},
@@ -455,7 +464,7 @@ TEST(Aclnn3d, PlanningErrors) {
   // The forward names its output `out`, and refuses rank 4 too.
   EXPECT_EQ(forward(in, gr, ok, rank4), ACLNN_ERR_PARAM_INVALID);
   EXPECT_EQ(std::string(aclGetRecentErrMsg()), "out: expected 5 dimensions, got 4");
-  EXPECT_EQ(forward(in, gr, ok, alias), ACLNN_ERR_PARAM_INVALID);
+  EXPECT_EQ(forward(in, gr, ok, out_alias), ACLNN_ERR_PARAM_INVALID);
   EXPECT_EQ(std::string(aclGetRecentErrMsg()).rfind("out: memory overlaps input", 0), 0u) << aclGetRecentErrMsg();
   // The 2-D operators refuse 5-D tensors.
   uint64_t ws = 0;
@@ -481,7 +490,7 @@ TEST(Aclnn3d, PlanningErrors) {
   EXPECT_EQ(aclnnGridSampler3DBackwardGetWorkspaceSize(g, in, gr, 0, 0, false, m3, d, dgr, &ws, &exec),
             ACLNN_ERR_PARAM_INVALID);
   EXPECT_EQ(std::string(aclGetRecentErrMsg()), "outputMask: not a live bool array");
-  for (aclTensor* t : {rank4, int_grid, nchw_grid, outside, null_data, negative, overflowing, alias, dg_in_dx}) {
+  for (aclTensor* t : {rank4, int_grid, nchw_grid, outside, null_data, negative, overflowing, alias, dg_in_dx, out_alias}) {
     aclDestroyTensor(t);
   }
   EXPECT_EQ(dx.mem, dx_before);
@@ -604,8 +613,9 @@ TEST(Aclnn3d, HostileGridValues) {
       expect_same(dx.values(), api_dx.values(), what + " inputGrad");
       expect_same(dg.values(), api_dg.values(), what + " gridGrad");
       expect_same(out.values(), api_out.values(), what + " out");
-      Vol ref_dx(DType::kFloat64, p.input(), Layout::kContiguous), ref_dg(DType::kFloat64, p.grid(), Layout::kContiguous, true),
-          ref_out(DType::kFloat64, p.out(), Layout::kContiguous);
+      // The reference, coordinates in float32 as the kernels' (design.md §2).
+      Vol ref_dx(DType::kFloat32, p.input(), Layout::kContiguous), ref_dg(DType::kFloat32, p.grid(), Layout::kContiguous, true),
+          ref_out(DType::kFloat32, p.out(), Layout::kContiguous);
       ASSERT_TRUE(gs::reference::grid_sampler_3d_backward(x.grad.view(), x.input.view(), x.grid.view(), ref_dx.view(),
                                                           ref_dg.view(), opt)
                       .ok());
