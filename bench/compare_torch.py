@@ -3,7 +3,7 @@
 grid_sampler_2d_backward, on named real workloads, several torch versions in
 one run.
 
-    python3 bench/compare_torch.py [--suite real|tuned] [--op forward,backward]
+    python3 bench/compare_torch.py [--suite real|tuned|volumes] [--op forward,backward]
         [--threads 2] [--rounds 3] [--reps 10] [--filter REGEX]
         [--cli build/tools/gridsampler]
         [--torch ~/.cache/gridsampler/venv-py3.11/bin/python,/usr/bin/python3]
@@ -16,6 +16,10 @@ Suites:
   tuned  the eight cases the kernels were tuned on (CASES below), each with a
          uniformly random grid in [-1.1, 1.1]; README and docs/performance.md
          quote tables of these.
+  volumes  bench/workloads.py's VOLUME_WORKLOADS: 5-D grid_sample against
+         torch.ops.aten.grid_sampler_3d[_backward], ours timed by
+         build/bench/gridsampler_volume_bench (--volume-bench) on the same
+         files.
 
 Every side times the same data: for each workload the input, grid and grad
 are drawn once (fixed seed, numpy) into a temporary folder as .npy files.
@@ -93,6 +97,22 @@ def ours_median_ms(cli, shape, mode, pad, align, dtype, threads, reps, op="backw
     return result["median_ms"], result["gbps"]
 
 
+def ours_volume_ms(bench, w, folder, op, threads, reps):
+    """gridsampler_volume_bench on a volume workload's files: median ms."""
+    cmd = [bench, "--dir", folder, "--op", op, "--mode", w.mode, "--padding", w.padding, "--dtype", w.dtype,
+           "--layout", w.layout, "--threads", str(threads), "--reps", str(reps)]
+    if w.align_corners:
+        cmd.append("--align-corners")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["median_ms"]
+
+
+def bytes_of(w, op):
+    from workloads import VolumeWorkload, bytes_moved, volume_bytes_moved
+
+    return volume_bytes_moved(w, op) if isinstance(w, VolumeWorkload) else bytes_moved(w, op)
+
+
 def ours_files_ms(cli, w, folder, op, threads, reps):
     """`gridsampler bench` on a workload's files: median ms."""
     cmd = [cli, "bench", "--input", f"{folder}/input.npy", "--grid", f"{folder}/grid.npy", "--op", op,
@@ -155,9 +175,10 @@ def tuned_workloads():
 def save_inputs(w, folder):
     import numpy as np
 
-    from workloads import make_inputs
+    from workloads import VolumeWorkload, make_inputs, make_volume_inputs
 
-    for name, array in make_inputs(w).items():
+    make = make_volume_inputs if isinstance(w, VolumeWorkload) else make_inputs
+    for name, array in make(w).items():
         np.save(os.path.join(folder, f"{name}.npy"), array)
 
 
@@ -171,7 +192,6 @@ def fmt_ms(v):
 
 def print_table(op, threads, workloads, results, workers, label_of):
     """results[(name, op, threads)] = {"ours": ms, version: ms or None}."""
-    from workloads import bytes_moved
 
     versions = [wk.version for wk in workers]
     header = "| workload |" + "".join(f" torch {v} ms |" for v in versions) + " ours ms |"
@@ -192,7 +212,7 @@ def print_table(op, threads, workloads, results, workers, label_of):
             else:
                 ratios[v].append(r[v] / ours)
                 row += f" {r[v] / ours:.2f}x |"
-        gb = bytes_moved(w, op) / 1e6
+        gb = bytes_of(w, op) / 1e6
         row += f" {gb / ours:.1f} |"
         if versions:
             row += " n/a |" if r[versions[0]] is None else f" {gb / r[versions[0]]:.1f} |"
@@ -210,8 +230,9 @@ def print_table(op, threads, workloads, results, workers, label_of):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suite", choices=["real", "tuned"], default="real")
+    ap.add_argument("--suite", choices=["real", "tuned", "volumes"], default="real")
     ap.add_argument("--cli", default=default_cli())
+    ap.add_argument("--volume-bench", default=os.path.join(HERE, "..", "build", "bench", "gridsampler_volume_bench"))
     ap.add_argument("--torch", default=",".join(DEFAULT_TORCH),
                     help="interpreters with torch, comma-separated; each runs bench/torch_worker.py")
     ap.add_argument("--op", default="forward,backward")
@@ -229,6 +250,10 @@ def main():
         from workloads import WORKLOADS
 
         workloads, label_of = WORKLOADS, lambda w: w.label()
+    elif args.suite == "volumes":
+        from workloads import VOLUME_WORKLOADS
+
+        workloads, label_of = VOLUME_WORKLOADS, lambda w: w.label()
     else:
         workloads, label_of = tuned_workloads(), lambda w: w.name
     workloads = [w for w in workloads if re.search(args.filter, w.name)]
@@ -247,7 +272,7 @@ def main():
 
     cpu = platform.processor() or platform.machine()
     print(f"{args.suite} suite; {', '.join(f'torch {wk.version} ({wk.python})' for wk in workers) or 'no torch'}; "
-          f"gridsampler {os.path.relpath(args.cli)}; {cpu}, {os.cpu_count()} CPUs; "
+          f"gridsampler {os.path.relpath(args.volume_bench if args.suite == 'volumes' else args.cli)}; {cpu}, {os.cpu_count()} CPUs; "
           f"medians of {args.rounds} rounds x {args.reps} reps  ")
     for t in sorted({1} | set(threads)):
         print(copy_bandwidth.summary(t) + "  ")
@@ -267,7 +292,10 @@ def main():
                     for _ in range(args.rounds):
                         for wk in workers:
                             times[wk.version].append(wk.median_ms(w, folder, op, t, args.reps))
-                        times["ours"].append(ours_files_ms(args.cli, w, folder, op, t, args.reps))
+                        if args.suite == "volumes":
+                            times["ours"].append(ours_volume_ms(args.volume_bench, w, folder, op, t, args.reps))
+                        else:
+                            times["ours"].append(ours_files_ms(args.cli, w, folder, op, t, args.reps))
                     results[(w.name, op, t)] = {
                         k: None if None in v else statistics.median(v) for k, v in times.items()}
                     print(f"  {w.name} {op} {t}T: " + ", ".join(

@@ -7,11 +7,11 @@ answered on stdout per command.
 First line written: {"torch": VERSION}. Then, for each command
 
     {"dir": D, "op": "forward"|"backward", "mode": M, "padding": P,
-     "align_corners": B, "dtype": "f32"|"f64"|"f16"|"bf16", "layout": "nchw"|"nhwc",
+     "align_corners": B, "dtype": "f32"|"f64"|"f16"|"bf16", "layout": "nchw"|"nhwc"|"ncdhw"|"ndhwc",
      "threads": T, "reps": R}
 
 it loads D/input.npy, D/grid.npy and D/grad.npy (as bench/workloads.py
-writes them), converts them to the dtype (bf16 files hold float32 values
+writes them; 5-D files: the 3-D operators), converts them to the dtype (bf16 files hold float32 values
 that bfloat16 holds exactly) and, for nhwc, to channels_last memory (input
 and grad), calls the op once to warm up and then R times, and answers
 {"median_ms": ...}, or {"error": "..."} when this torch cannot run it (a
@@ -39,10 +39,11 @@ def tensors(d, dtype, layout):
     if key not in _loaded:
         _loaded.clear()
         t = {k: torch.from_numpy(np.load(f"{d}/{k}.npy")).to(DTYPES[dtype]) for k in ("input", "grid", "grad")}
-        if layout == "nhwc":
+        if layout in ("nhwc", "ndhwc"):
             # The grid has no channel dimension; it stays as it is.
+            fmt = torch.channels_last if layout == "nhwc" else torch.channels_last_3d
             for k in ("input", "grad"):
-                t[k] = t[k].contiguous(memory_format=torch.channels_last)
+                t[k] = t[k].contiguous(memory_format=fmt)
         _loaded[key] = t
     return _loaded[key]
 
@@ -51,11 +52,14 @@ def median_ms(cmd):
     torch.set_num_threads(cmd["threads"])
     t = tensors(cmd["dir"], cmd["dtype"], cmd["layout"])
     mode, pad, align = MODES[cmd["mode"]], PADS[cmd["padding"]], cmd["align_corners"]
+    # 5-D inputs: the 3-D operators.
+    ops = torch.ops.aten
+    volume = t["input"].dim() == 5
     if cmd["op"] == "backward":
-        fn = torch.ops.aten.grid_sampler_2d_backward
+        fn = ops.grid_sampler_3d_backward if volume else ops.grid_sampler_2d_backward
         args = (t["grad"], t["input"], t["grid"], mode, pad, align, [True, True])
     else:
-        fn = torch.ops.aten.grid_sampler_2d
+        fn = ops.grid_sampler_3d if volume else ops.grid_sampler_2d
         args = (t["input"], t["grid"], mode, pad, align)
     fn(*args)  # warm-up, and the place a missing kernel shows
     times = []

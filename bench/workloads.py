@@ -266,6 +266,107 @@ def make_inputs(w, seed=1):
     return arrays
 
 
+# ---------------------------------------------------------------------------
+# Volumes (5-D grid_sample): the cases of the volumes issue. Shapes are
+# (N, C, Din, Hin, Win, Dout, Hout, Wout); grids (N, Dout, Hout, Wout, 3) in
+# (x, y, z) order; layout ncdhw or ndhwc (channels_last_3d for input, grad,
+# output and dx).
+
+@dataclass(frozen=True)
+class VolumeWorkload:
+    name: str
+    origin: str
+    shape: tuple  # N, C, Din, Hin, Win, Dout, Hout, Wout
+    grid: str  # a key of VOLUME_GRID_KINDS
+    mode: str = "bilinear"
+    padding: str = "zeros"
+    align_corners: bool = False
+    dtype: str = "f32"
+    layout: str = "ncdhw"
+
+    def label(self):
+        n, c, di, hi, wi, do, ho, wo = self.shape
+        extra = "" if self.layout == "ncdhw" else f" {self.layout}"
+        return (f"{self.name} ({n},{c},{di}x{hi}x{wi}->{do}x{ho}x{wo} {self.grid} {self.mode} {self.padding} "
+                f"{str(self.align_corners).lower()} {self.dtype}{extra})")
+
+
+VOLUME_WORKLOADS = [
+    VolumeWorkload("registration_volume_128", "3-D registration (VoxelMorph SpatialTransformer, MONAI Warp): one "
+                   "grey 128^3 volume warped by a smooth displacement (identity plus a (1, 3, 8, 8, 8) normal "
+                   "field x 0.05 upsampled trilinearly)", (1, 1, 128, 128, 128, 128, 128, 128), "smooth",
+                   padding="border", align_corners=True),
+    VolumeWorkload("features_16ch", "volumetric feature warping (3-D U-Net / video feature alignment): "
+                   "16 channels, 64^3, zeros padding", (2, 16, 64, 64, 64, 64, 64, 64), "smooth"),
+    VolumeWorkload("labels_nearest", "label-map warping with nearest (segmentation augmentation)",
+                   (4, 8, 48, 48, 48, 48, 48, 48), "smooth", mode="nearest"),
+    VolumeWorkload("tricubic_4ch", "tricubic resampling (MONAI's bicubic mode on volumes)",
+                   (1, 4, 48, 48, 48, 48, 48, 48), "smooth", mode="bicubic", padding="border", align_corners=True),
+    VolumeWorkload("registration_f64", "3-D registration in double precision, 3 channels",
+                   (1, 3, 64, 64, 64, 64, 64, 64), "smooth", padding="border", align_corners=True, dtype="f64"),
+    VolumeWorkload("features_ndhwc", "16-channel features in channels_last_3d memory",
+                   (2, 16, 48, 48, 48, 48, 48, 48), "smooth", layout="ndhwc"),
+]
+
+
+def volume_bytes_moved(w, op):
+    """bytes_moved for volumes (grids of 3 components)."""
+    n, c, di, hi, wi, do, ho, wo = w.shape
+    x, g, y = n * c * di * hi * wi, n * do * ho * wo * 3, n * c * do * ho * wo
+    count = x + g + y if op == "forward" else y + 2 * x + 2 * g
+    return count * DTYPE_SIZES[w.dtype]
+
+
+def upsample_trilinear(field, d, h, w):
+    """(N, K, d0, h0, w0) -> (N, K, d, h, w), trilinear with half-voxel
+    centres and clamped edges (F.interpolate's trilinear, align_corners=False)."""
+    def axis(src, dst):
+        pos = np.clip((np.arange(dst) + 0.5) * src / dst - 0.5, 0, src - 1)
+        lo = np.floor(pos).astype(np.int64)
+        return lo, np.minimum(lo + 1, src - 1), pos - lo
+    z0, z1, fz = axis(field.shape[2], d)
+    y0, y1, fy = axis(field.shape[3], h)
+    x0, x1, fx = axis(field.shape[4], w)
+    f = field[:, :, z0] * (1 - fz)[:, None, None] + field[:, :, z1] * fz[:, None, None]
+    f = f[:, :, :, y0] * (1 - fy)[:, None] + f[:, :, :, y1] * fy[:, None]
+    return f[..., x0] * (1 - fx) + f[..., x1] * fx
+
+
+def identity_grid_3d(n, d, h, w, align_corners):
+    xs, ys, zs = (base_coords(s, align_corners) for s in (w, h, d))
+    g = np.stack(np.broadcast_arrays(xs[None, None, :], ys[None, :, None], zs[:, None, None]), axis=-1)
+    return np.broadcast_to(g, (n, d, h, w, 3))
+
+
+def grid_smooth_3d(rng, w):
+    n, _, _, _, _, do, ho, wo = w.shape
+    field = rng.standard_normal((n, 3, 8, 8, 8)) * 0.05
+    return identity_grid_3d(n, do, ho, wo, w.align_corners) + upsample_trilinear(field, do, ho, wo).transpose(
+        0, 2, 3, 4, 1)
+
+
+def grid_uniform_3d(rng, w):
+    n, _, _, _, _, do, ho, wo = w.shape
+    return rng.uniform(-1.1, 1.1, (n, do, ho, wo, 3))
+
+
+VOLUME_GRID_KINDS = {"smooth": grid_smooth_3d, "uniform": grid_uniform_3d}
+
+
+def make_volume_inputs(w, seed=1):
+    """input (N, C, Din, Hin, Win), grid (N, Dout, Hout, Wout, 3), grad (N, C,
+    Dout, Hout, Wout) as C-order arrays of file_dtype(w.dtype)."""
+    n, c, di, hi, wi, do, ho, wo = w.shape
+    rng = np.random.default_rng(seed)
+    grid = VOLUME_GRID_KINDS[w.grid](rng, w)
+    arrays = {"input": rng.uniform(-1, 1, (n, c, di, hi, wi)), "grid": grid,
+              "grad": rng.uniform(-1, 1, (n, c, do, ho, wo))}
+    for k, a in arrays.items():
+        a = np.ascontiguousarray(a, dtype=file_dtype(w.dtype))
+        arrays[k] = round_to_bf16(a) if w.dtype == "bf16" else a
+    return arrays
+
+
 if __name__ == "__main__":
-    for w in WORKLOADS:
+    for w in WORKLOADS + VOLUME_WORKLOADS:
         print(f"{w.label()}\n    {w.origin}")
