@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -48,7 +49,8 @@ void save(const std::string& path, DType dtype, std::vector<int64_t> shape, cons
   for (std::size_t i = 0; i < values.size(); ++i) {
     std::byte* p = a.data.data() + i * size;
     gridsampler::host::store_element(p, dtype, values[i]);
-    ASSERT_EQ(gridsampler::host::load_element(p, dtype), values[i])
+    const double stored = gridsampler::host::load_element(p, dtype);
+    ASSERT_TRUE(stored == values[i] || (std::isnan(stored) && std::isnan(values[i])))
         << "test value not exact in " << gridsampler::to_string(dtype);
   }
   const Status s = npy::write(path, a);
@@ -901,6 +903,57 @@ TEST(cliVolume, EveryModeAndPaddingMatchesTheReference) {
         expect_all_near(load(dir.file("y.npy")).values, y.values(), 1e-12);
         expect_all_near(load(dir.file("dx.npy")).values, dx.values(), 1e-12);
         expect_all_near(load(dir.file("dg.npy")).values, dg.values(), 1e-10);
+      }
+    }
+  }
+}
+
+// NaN, infinities and huge coordinates in a volume's grid through the tool:
+// the reference's values (NaN where it has NaN), coordinates in float32 on
+// both sides.
+TEST(cliVolume, HostileGridValues) {
+  TempDir dir;
+  const gs::Shape5 in_shape{1, 2, 3, 4, 5}, grid_shape{1, 2, 3, 4, 3}, out_shape{1, 2, 2, 3, 4};
+  const double inf = std::numeric_limits<double>::infinity();
+  const double hostile[] = {std::nan(""), inf, -inf, 1e30, -1e30, 0x1p48, -0x1p60, 1.0, -1.0, 0.5, 3.0, -2.5};
+  gs::host::VolumeTensor x(DType::kFloat32, in_shape), grid(DType::kFloat32, grid_shape), go(DType::kFloat32, out_shape);
+  std::vector<double> gv(static_cast<std::size_t>(grid.numel()));
+  for (std::size_t i = 0; i < gv.size(); ++i) gv[i] = i % 2 ? 0.3 * std::sin(static_cast<double>(i)) : hostile[(i / 2) % 12];
+  grid.assign(gv);
+  x.assign(ramp_values(static_cast<std::size_t>(x.numel()), 0.125, -2));
+  go.assign(ramp_values(static_cast<std::size_t>(go.numel()), -0.25, 3));
+  save(dir.file("x.npy"), DType::kFloat32, {1, 2, 3, 4, 5}, x.values());
+  save(dir.file("g.npy"), DType::kFloat32, {1, 2, 3, 4, 3}, grid.values());
+  save(dir.file("go.npy"), DType::kFloat32, {1, 2, 2, 3, 4}, go.values());
+  for (const char* mode : {"bilinear", "nearest", "bicubic"}) {
+    for (const char* padding : {"zeros", "border", "reflection"}) {
+      gs::Options opt;
+      opt.interpolation = *gs::parse_interpolation(mode);
+      opt.padding = *gs::parse_padding(padding);
+      const Result r = run({"backward", "--grad", dir.file("go.npy"), "--input", dir.file("x.npy"), "--grid",
+                            dir.file("g.npy"), "--dx", dir.file("dx.npy"), "--dgrid", dir.file("dg.npy"), "--mode",
+                            mode, "--padding", padding});
+      ASSERT_EQ(r.status, 0) << r.err;
+      const Result f = run({"forward", "--input", dir.file("x.npy"), "--grid", dir.file("g.npy"), "--out",
+                            dir.file("y.npy"), "--mode", mode, "--padding", padding});
+      ASSERT_EQ(f.status, 0) << f.err;
+      gs::host::VolumeTensor y(DType::kFloat32, out_shape), dx(DType::kFloat32, in_shape),
+          dg(DType::kFloat32, grid_shape);
+      ASSERT_TRUE(gs::reference::grid_sampler_3d(x.view(), grid.view(), y.mutable_view(), opt).ok());
+      ASSERT_TRUE(gs::reference::grid_sampler_3d_backward(go.view(), x.view(), grid.view(), dx.mutable_view(),
+                                                          dg.mutable_view(), opt)
+                      .ok());
+      for (auto [file, want] : {std::pair{"y.npy", y.values()}, std::pair{"dx.npy", dx.values()},
+                                std::pair{"dg.npy", dg.values()}}) {
+        const std::vector<double> got = load(dir.file(file)).values;
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          EXPECT_EQ(std::isnan(got[i]), std::isnan(want[i])) << mode << "/" << padding << " " << file << "[" << i << "]";
+          if (!std::isnan(want[i])) {
+            EXPECT_NEAR(got[i], want[i], 1e-4 * std::max(1.0, std::fabs(want[i])))
+                << mode << "/" << padding << " " << file << "[" << i << "]";
+          }
+        }
       }
     }
   }
