@@ -639,65 +639,70 @@ TEST(Aclnn3d, HostileGridValues) {
 // offset and strides; the results are those of the same problem, compact.
 TEST(Aclnn3d, OffsetsPast2To31Elements) {
   const Problem3 p{1, 2, 2, 3, 3, 2, 2, 3};
-  // input and inputGrad: strides (0, 2^33 + 1, 2^31 + 3, 2^29 + 1, 2^28)
-  // (no two elements share memory) from an offset of 2^31 + 5.
-  const Shape5 strides{0, (int64_t{1} << 33) + 1, (int64_t{1} << 31) + 3, (int64_t{1} << 29) + 1, int64_t{1} << 28};
-  const int64_t offset = (int64_t{1} << 31) + 5;
-  const int64_t last = offset + strides[1] + strides[2] + 2 * strides[3] + 2 * strides[4];
-  const std::size_t bytes = static_cast<std::size_t>(last + 1) * 2;
-  void* in_map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  void* dx_map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (in_map == MAP_FAILED || dx_map == MAP_FAILED) {
-    if (in_map != MAP_FAILED) ::munmap(in_map, bytes);
-    if (dx_map != MAP_FAILED) ::munmap(dx_map, bytes);
-    GTEST_SKIP() << "cannot map " << (bytes >> 30) << " GiB of address space";
-  }
-  auto* in_mem = static_cast<unsigned char*>(in_map);
-  auto* dx_mem = static_cast<unsigned char*>(dx_map);
-  auto at = [&](int64_t i) {  // logical index of the input's shape -> element offset
-    const Shape5 s = p.input();
-    int64_t off = offset;
-    for (int d = 4; d >= 0; --d) {
-      off += (i % s[d]) * strides[d];
-      i /= s[d];
+  // input and inputGrad (no two elements share memory) from an offset of
+  // 2^31 + 5: strides (0, 2^33 + 1, 2^31 + 3, 2^29 + 1, 2^28), whose depth and
+  // height do not merge into rows (the kernels read a packed copy), and the
+  // same with a depth stride of 3 (2^29 + 1), which merge (read in place).
+  const int64_t h_stride = (int64_t{1} << 29) + 1;
+  for (const Shape5& strides : {Shape5{0, (int64_t{1} << 33) + 1, (int64_t{1} << 31) + 3, h_stride, int64_t{1} << 28},
+                                Shape5{0, (int64_t{1} << 33) + 1, 3 * h_stride, h_stride, int64_t{1} << 28}}) {
+    const int64_t offset = (int64_t{1} << 31) + 5;
+    const int64_t last = offset + strides[1] + strides[2] + 2 * strides[3] + 2 * strides[4];
+    const std::size_t bytes = static_cast<std::size_t>(last + 1) * 2;
+    void* in_map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* dx_map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (in_map == MAP_FAILED || dx_map == MAP_FAILED) {
+      if (in_map != MAP_FAILED) ::munmap(in_map, bytes);
+      if (dx_map != MAP_FAILED) ::munmap(dx_map, bytes);
+      GTEST_SKIP() << "cannot map " << (bytes >> 30) << " GiB of address space";
     }
-    return off;
-  };
-  const int64_t storage = last + 1;
-  aclTensor* in = aclCreateTensor(p.input().data(), 5, ACL_FLOAT16, strides.data(), offset, ACL_FORMAT_NCDHW,
-                                  &storage, 1, in_mem);
-  aclTensor* dxt = aclCreateTensor(p.input().data(), 5, ACL_FLOAT16, strides.data(), offset, ACL_FORMAT_NCDHW,
-                                   &storage, 1, dx_mem);
-  for (const Options& opt : {Options{Interpolation::kBilinear, Padding::kZeros, false},
-                             Options{Interpolation::kBicubic, Padding::kReflection, true},
-                             Options{Interpolation::kNearest, Padding::kBorder, false}}) {
+    auto* in_mem = static_cast<unsigned char*>(in_map);
+    auto* dx_mem = static_cast<unsigned char*>(dx_map);
+    auto at = [&](int64_t i) {  // logical index of the input's shape -> element offset
+      const Shape5 s = p.input();
+      int64_t off = offset;
+      for (int d = 4; d >= 0; --d) {
+        off += (i % s[d]) * strides[d];
+        i /= s[d];
+      }
+      return off;
+    };
+    const int64_t storage = last + 1;
+    aclTensor* in = aclCreateTensor(p.input().data(), 5, ACL_FLOAT16, strides.data(), offset, ACL_FORMAT_NCDHW,
+                                    &storage, 1, in_mem);
+    aclTensor* dxt = aclCreateTensor(p.input().data(), 5, ACL_FLOAT16, strides.data(), offset, ACL_FORMAT_NCDHW,
+                                     &storage, 1, dx_mem);
+    for (const Options& opt : {Options{Interpolation::kBilinear, Padding::kZeros, false},
+                               Options{Interpolation::kBicubic, Padding::kReflection, true},
+                               Options{Interpolation::kNearest, Padding::kBorder, false}}) {
+      Operands x(p, DType::kFloat16, Layout::kContiguous, 21);
+      for (int64_t i = 0; i < x.input.numel(); ++i) gs::host::store_element(in_mem + at(i) * 2, DType::kFloat16, x.input.get(i));
+      Vol dg(DType::kFloat16, p.grid(), Layout::kContiguous, true);
+      ASSERT_EQ(backward(x.grad.acl(), in, x.grid.acl(), opt, nullptr, dxt, dg.acl()), ACLNN_SUCCESS)
+          << aclGetRecentErrMsg();
+      Vol want_dx(DType::kFloat16, p.input(), Layout::kContiguous), want_dg(DType::kFloat16, p.grid(), Layout::kContiguous, true);
+      ASSERT_TRUE(gs::grid_sampler_3d_backward(x.grad.view(), x.input.view(), x.grid.view(), want_dx.view(),
+                                               want_dg.view(), opt)
+                      .ok());
+      for (int64_t i = 0; i < x.input.numel(); ++i) {
+        EXPECT_EQ(gs::host::load_element(dx_mem + at(i) * 2, DType::kFloat16), want_dx.get(i)) << describe(opt) << " " << i;
+      }
+      EXPECT_EQ(dg.values(), want_dg.values()) << describe(opt);
+    }
+    // The storage bound is checked against the far end too.
+    const int64_t short_storage = last;
+    aclTensor* too_short = aclCreateTensor(p.input().data(), 5, ACL_FLOAT16, strides.data(), offset, ACL_FORMAT_NCDHW,
+                                           &short_storage, 1, dx_mem);
     Operands x(p, DType::kFloat16, Layout::kContiguous, 21);
-    for (int64_t i = 0; i < x.input.numel(); ++i) gs::host::store_element(in_mem + at(i) * 2, DType::kFloat16, x.input.get(i));
     Vol dg(DType::kFloat16, p.grid(), Layout::kContiguous, true);
-    ASSERT_EQ(backward(x.grad.acl(), in, x.grid.acl(), opt, nullptr, dxt, dg.acl()), ACLNN_SUCCESS)
-        << aclGetRecentErrMsg();
-    Vol want_dx(DType::kFloat16, p.input(), Layout::kContiguous), want_dg(DType::kFloat16, p.grid(), Layout::kContiguous, true);
-    ASSERT_TRUE(gs::grid_sampler_3d_backward(x.grad.view(), x.input.view(), x.grid.view(), want_dx.view(),
-                                             want_dg.view(), opt)
-                    .ok());
-    for (int64_t i = 0; i < x.input.numel(); ++i) {
-      EXPECT_EQ(gs::host::load_element(dx_mem + at(i) * 2, DType::kFloat16), want_dx.get(i)) << describe(opt) << " " << i;
-    }
-    EXPECT_EQ(dg.values(), want_dg.values()) << describe(opt);
+    EXPECT_EQ(backward(x.grad.acl(), in, x.grid.acl(), {}, nullptr, too_short, dg.acl()), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_EQ(std::string(aclGetRecentErrMsg()), "inputGrad: view reaches elements " + std::to_string(offset) + ".." +
+                                                     std::to_string(last) + " outside its storage of " +
+                                                     std::to_string(last) + " elements");
+    for (aclTensor* t : {in, dxt, too_short}) aclDestroyTensor(t);
+    ::munmap(in_map, bytes);
+    ::munmap(dx_map, bytes);
   }
-  // The storage bound is checked against the far end too.
-  const int64_t short_storage = last;
-  aclTensor* too_short = aclCreateTensor(p.input().data(), 5, ACL_FLOAT16, strides.data(), offset, ACL_FORMAT_NCDHW,
-                                         &short_storage, 1, dx_mem);
-  Operands x(p, DType::kFloat16, Layout::kContiguous, 21);
-  Vol dg(DType::kFloat16, p.grid(), Layout::kContiguous, true);
-  EXPECT_EQ(backward(x.grad.acl(), in, x.grid.acl(), {}, nullptr, too_short, dg.acl()), ACLNN_ERR_PARAM_INVALID);
-  EXPECT_EQ(std::string(aclGetRecentErrMsg()), "inputGrad: view reaches elements " + std::to_string(offset) + ".." +
-                                                   std::to_string(last) + " outside its storage of " +
-                                                   std::to_string(last) + " elements");
-  for (aclTensor* t : {in, dxt, too_short}) aclDestroyTensor(t);
-  ::munmap(in_map, bytes);
-  ::munmap(dx_map, bytes);
 }
 
 }  // namespace
