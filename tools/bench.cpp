@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -118,9 +119,11 @@ Status run_bench(const BenchOptions<Rank>& o, std::ostream& out) {
   }
   grid_shape[Rank - 1] = static_cast<int64_t>(kAxes);
   auto strides = [&](const ShapeR<Rank>& s) { return o.channels_last ? tool::channels_last(s) : tool::contiguous(s); };
-  auto count = [](const ShapeR<Rank>& s) {
+  auto count = [](const ShapeR<Rank>& s) {  // saturating: a shape too large fails to allocate below
     int64_t n = 1;
-    for (int64_t d : s) n *= d;
+    for (int64_t d : s) {
+      if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+    }
     return n;
   };
   const int64_t in_count = count(in_shape), grid_count = count(grid_shape), out_count = count(out_shape);
