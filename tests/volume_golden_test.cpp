@@ -8,7 +8,7 @@
 // VolumeGolden/...MatchesTorch/<set>_<index>, comparing result [index] with
 //   max |ours - torch| <= tol * max(1, max |torch|),
 //   tol = 1e-10 (float64), 1e-4 (float32),
-// for every implementation in kImplementations.
+// for the reference and the library (kImplementations).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,6 +42,7 @@ struct Implementation {
 };
 const Implementation kImplementations[] = {
     {"reference", &reference::grid_sampler_3d, &reference::grid_sampler_3d_backward},
+    {"library", &grid_sampler_3d, &grid_sampler_3d_backward},
 };
 
 struct GoldenCase {

@@ -291,10 +291,10 @@ void expect_matches_2d(const SliceCase& sc, uint64_t seed, bool hostile) {
       for (int64_t a = 0; a < OA; ++a)
         for (int64_t w = 0; w < OW; ++w) {
           const double x = grid2.get(n, d * OA + a, w, 0), y = grid2.get(n, d * OA + a, w, 1);
-          const double z0 = o.align_corners ? neutral(rng) : 0.0;
+          const double flat = o.align_corners ? neutral(rng) : 0.0;  // the flat axis's component
           grid.set(n, d, a, w, 0, x);
-          grid.set(n, d, a, w, 1, depth_flat ? y : z0);
-          grid.set(n, d, a, w, 2, depth_flat ? z0 : y);
+          grid.set(n, d, a, w, 1, depth_flat ? y : flat);
+          grid.set(n, d, a, w, 2, depth_flat ? flat : y);
         }
 
   Tensor out2(sc.dtype, grad2.shape()), dx2(sc.dtype, image.shape()), dgrid2(sc.dtype, grid2.shape());

@@ -66,8 +66,9 @@ class VolumeValidation : public ::testing::Test {
             out_.mutable_view(), {}, {}};
   }
 
-  // Runs the validators and the reference on the broken views; each must
-  // fail with the case's code and message and leave the outputs untouched.
+  // Runs the validators, the reference and the library on the broken views;
+  // each must fail with the case's code and message and leave the outputs
+  // untouched.
   void check(const Case& c) {
     Views v = views();
     c.breaks(v);
@@ -84,11 +85,14 @@ class VolumeValidation : public ::testing::Test {
              "validate_backward_3d");
       expect(reference::grid_sampler_3d_backward(v.grad, v.input, v.grid, v.dx, v.dgrid, v.options, v.mask),
              "reference backward");
+      expect(grid_sampler_3d_backward(v.grad, v.input, v.grid, v.dx, v.dgrid, v.options, v.mask),
+             "grid_sampler_3d_backward");
     }
     if (c.calls != Calls::kBackward) {
       Problem p;
       expect(detail::validate_forward_3d(v.input, v.grid, v.out, v.options, &p), "validate_forward_3d");
       expect(reference::grid_sampler_3d(v.input, v.grid, v.out, v.options), "reference forward");
+      expect(grid_sampler_3d(v.input, v.grid, v.out, v.options), "grid_sampler_3d");
     }
     EXPECT_EQ(dx_.data, dx_before) << c.name;
     EXPECT_EQ(dgrid_.data, dgrid_before) << c.name;
