@@ -33,9 +33,10 @@ LLVM_BIN=${LLVM_BIN:-/usr/lib/llvm-14/bin}
 # Threaded tests run under TSan; the others test no threading and would
 # only slow the stage down.
 TSAN_TESTS=(threads_test kernel_vs_reference_test layout_test aclnn_test)
-# Threaded cases of other programs, as target and ctest name pattern (the
-# rest of those programs tests no threading).
-TSAN_CASES=(double_backward_test 'double_backward_test\.DoubleBackward\.BitwiseIdentical')
+# Threaded cases of other programs, as pairs of target and ctest name
+# pattern (the rest of those programs tests no threading).
+TSAN_CASES=(double_backward_test 'double_backward_test\.DoubleBackward\.BitwiseIdentical'
+            volume_kernels_test 'volume_kernels_test\.VolumeKernels\.ThreadCountsAreBitIdentical')
 
 # Nothing in the sanitizer builds is worth the time of the full SIMD target
 # list or of the benchmarks.
@@ -120,7 +121,12 @@ tsan() {
   # clang must have picked LLVM's libomp, not GCC's libgomp.
   grep -Eq '^OpenMP_CXX_LIB_NAMES:STRING=.*\bomp\b' build-tsan/CMakeCache.txt || {
     echo "ci-sanitize: the TSan build does not use libomp:"; grep '^OpenMP_' build-tsan/CMakeCache.txt; return 1; }
-  cmake --build build-tsan -j"$JOBS" --target "${TSAN_TESTS[@]}" "${TSAN_CASES[0]}"
+  local case_targets=() case_patterns=() i
+  for ((i = 0; i < ${#TSAN_CASES[@]}; i += 2)); do
+    case_targets+=("${TSAN_CASES[i]}")
+    case_patterns+=("${TSAN_CASES[i + 1]}")
+  done
+  cmake --build build-tsan -j"$JOBS" --target "${TSAN_TESTS[@]}" "${case_targets[@]}"
   local archer="$LLVM_LIB/libarcher.so"
   [[ -f $archer ]] || { echo "ci-sanitize: $archer is missing (Debian: libomp-14-dev)"; return 1; }
   export OMP_TOOL_LIBRARIES="$archer"
@@ -134,7 +140,7 @@ tsan() {
   grep -q 'Archer detected OpenMP application with TSan' <<<"$probe" || {
     echo "ci-sanitize: Archer did not attach to libomp:"; echo "$probe" | head -20; return 1; }
   local pattern
-  pattern="^($(IFS='|'; echo "${TSAN_TESTS[*]}"))\\.|^${TSAN_CASES[1]}"
+  pattern="^($(IFS='|'; echo "${TSAN_TESTS[*]}"))\\.|^($(IFS='|'; echo "${case_patterns[*]}"))"
   ctest --test-dir build-tsan --output-on-failure -j"$JOBS" --timeout 900 -R "$pattern"
 }
 

@@ -103,6 +103,12 @@ void backward_empty(const BackwardPlan& plan, const TensorView&, const TensorVie
   if (plan.problem.mask.grid) zero_view(dgrid);
 }
 
+// How much the pixel chunks of a backward may cost (see kMaxChunkBytes).
+// Volumes may take 1 MiB more: a single 128^3 float volume is one (n, block)
+// task whose two chunks need two 8 MiB accumulator volumes with their zero
+// slots (16 MiB + 8 bytes), and without them it runs on one thread.
+uint64_t chunk_bytes_limit(const Problem& p) { return kMaxChunkBytes + (p.volume ? uint64_t{1} << 20 : 0); }
+
 ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
   ForwardPlan plan;
   plan.problem = p;
@@ -219,7 +225,7 @@ BackwardPlan plan_backward(const Problem& p) {
   // both outputs were wanted: chunks change dx's bits, which must not depend
   // on the mask.)
   const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + (plan.lanes > 1 ? 1 : 0);
-  if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > kMaxChunkBytes) chunks = 1;
+  if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > chunk_bytes_limit(p)) chunks = 1;
   plan.pixel_chunks = chunks;
   // A team no larger than the (n, block, chunk) tasks, so that every thread's
   // scratch serves a task. (The dgrid sums after several channel blocks, a
