@@ -507,6 +507,17 @@ int64_t Case::work_estimate() const {
   const int64_t hin = input.dims[r - 2], win = input.dims[r - 1];
   const int64_t dout = volume_ ? grid.dims[1] : 1, hout = grid.dims[r - 3], wout = grid.dims[r - 2];
   const int64_t taps = (mode_ == 2 ? 16 : 4) * (volume_ ? (mode_ == 2 ? 4 : 2) : 1);
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto product = [&](std::initializer_list<int64_t> fs) {
+    int64_t p = 1;
+    for (int64_t f : fs) {
+      if (f <= 0) return int64_t{0};
+    }
+    for (int64_t f : fs) {
+      if (!mul_ok(p, f, &p)) return kMax;
+    }
+    return p;
+  };
   int64_t w = product({n, c, dout, hout, wout, taps});
   // The backward also sets up a plane of accumulators per (n, channel) task.
   if (!forward_) {
@@ -691,20 +702,20 @@ void Case::compare_with_cpp_api_and_reference() {
     OutputCopy<Rank> api = copy_of(2), ref = copy_of(2);
     const gs::Status s = api_forward(views[0], views[1], api.view, opt);
     GS_FUZZ_CHECK(s.ok(), "aclnn accepted, C++ API refused: %s", s.message().c_str());
-    compare_views("forward", views[2], api.view, 0, 0, true);
+    compare_views<Rank>("forward", views[2], api.view, 0, 0, true);
     if (raw_ || no_oracle()) return;
     const gs::Status r = ref_forward(views[0], views[1], ref.view, opt);
     GS_FUZZ_CHECK(r.ok(), "aclnn accepted, reference refused: %s", r.message().c_str());
     const double maxv = max_abs_of(specs_[0], dt);
     const double scale = 1.4 * maxv;
-    compare_views("forward", views[2], ref.view, (taps + 4) * eps_t * scale * 4 + tiny, eps_s, false);
+    compare_views<Rank>("forward", views[2], ref.view, (taps + 4) * eps_t * scale * 4 + tiny, eps_s, false);
     return;
   }
   OutputCopy<Rank> api_dx = copy_of(3), api_dg = copy_of(4), ref_dx = copy_of(3), ref_dg = copy_of(4);
   const gs::Status s = api_backward(views[0], views[1], views[2], api_dx.view, api_dg.view, opt, mask);
   GS_FUZZ_CHECK(s.ok(), "aclnn accepted, C++ API refused: %s", s.message().c_str());
-  if (mask_dx_) compare_views("dx", views[3], api_dx.view, 0, 0, true);
-  if (mask_dgrid_) compare_views("dgrid", views[4], api_dg.view, 0, 0, true);
+  if (mask_dx_) compare_views<Rank>("dx", views[3], api_dx.view, 0, 0, true);
+  if (mask_dgrid_) compare_views<Rank>("dgrid", views[4], api_dg.view, 0, 0, true);
   if (raw_ || no_oracle()) return;
   const gs::Status r = ref_backward(views[0], views[1], views[2], ref_dx.view, ref_dg.view, opt, mask);
   GS_FUZZ_CHECK(r.ok(), "aclnn accepted, reference refused: %s", r.message().c_str());
@@ -715,14 +726,14 @@ void Case::compare_with_cpp_api_and_reference() {
     // Each dx element sums at most pixels * taps terms of total size
     // <= 1.4 * pixels * max|grad|.
     const double terms = pixels * static_cast<double>(taps) + 4;
-    compare_views("dx", views[3], ref_dx.view, terms * eps_t * 1.4 * pixels * maxg * 2 + tiny, eps_s, false);
+    compare_views<Rank>("dx", views[3], ref_dx.view, terms * eps_t * 1.4 * pixels * maxg * 2 + tiny, eps_s, false);
   }
   if (mask_dgrid_) {
     // C * taps terms, each <= mult * 4 * max|input| * max|grad|.
     const double mult = static_cast<double>(std::max({din_, hin_, win_})) / 2 + 1;
     const double terms = static_cast<double>(c_) * static_cast<double>(taps) + 8;
     const double scale = mult * static_cast<double>(c_) * 4 * maxv * maxg;
-    compare_views("dgrid", views[4], ref_dg.view, terms * eps_t * scale * 4 + tiny, eps_s, false);
+    compare_views<Rank>("dgrid", views[4], ref_dg.view, terms * eps_t * scale * 4 + tiny, eps_s, false);
   }
 }
 
