@@ -63,11 +63,15 @@ void zero_volume(const MutableVolumeView& v) {
 }
 
 void* VolumeViews::pack(const VolumeView& v, bool copy_in, const MutableVolumeView* target) {
-  int64_t count = 1;
-  for (int64_t d : v.shape) count *= d;
+  // A valid view may reach few elements through zero strides and still
+  // have more than fit in memory, or in 64 bits: then no copy.
   const auto elem = static_cast<int64_t>(dtype_size(v.dtype));
+  int64_t bytes = elem;
+  for (int64_t d : v.shape) {
+    if (__builtin_mul_overflow(bytes, d, &bytes)) return nullptr;
+  }
   Packed p;
-  p.data.reset(new (std::nothrow) unsigned char[static_cast<std::size_t>(count * elem)]);
+  p.data.reset(new (std::nothrow) unsigned char[static_cast<std::size_t>(bytes)]);
   if (p.data == nullptr) return nullptr;
   if (copy_in) {
     const auto* from = static_cast<const unsigned char*>(v.data);
