@@ -1,6 +1,7 @@
-// libFuzzer target for the operator behind the aclnn C interface:
+// libFuzzer target for the operators behind the aclnn C interface:
 // aclnnGridSampler2DBackwardGetWorkspaceSize + aclnnGridSampler2DBackward,
-// or the forward pair, on tensors decoded from the fuzz input.
+// the forward pair, and their 3-D twins (5-D tensors), on tensors decoded
+// from the fuzz input.
 //
 // Input format (read front to back by gsfuzz::Bytes; missing bytes read as
 // 0; fuzz/make_corpus.py writes seeds in it):
@@ -8,8 +9,10 @@
 //           pattern, no oracle), bit3 outputMask given, bit4 mask dx,
 //           bit5 mask dgrid, bit6 mask of 3 values, bit7 per-call threads
 //   mode, padding   one byte each: < 192 -> value % 3, else an odd value
-//   dtype   one byte: the shared dtype (low 2 bits), see kDtypes
-//   N, C, Hin, Win, Hout, Wout   one byte each (decode_dim)
+//   dtype   one byte: the shared dtype (low 2 bits), see kDtypes; bit 2 set:
+//           volumes (the 3-D operators, 5-D tensors)
+//   N, C, Hin, Win, Hout, Wout   one byte each (decode_dim); volumes then
+//           Din, Dout (so that 2-D inputs decode as they always did)
 //   per tensor (backward: gradOutput, input, grid, inputGrad, gridGrad;
 //   forward: input, grid, out): one control byte and the bytes it asks for
 //   (decode_tensor), then phase two's byte (workspace, stream, reuse)
@@ -28,6 +31,7 @@
 #include <sanitizer/asan_interface.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -41,6 +45,8 @@
 #include "acl/acl.h"
 #include "aclnnop/aclnn_grid_sampler2d.h"
 #include "aclnnop/aclnn_grid_sampler2d_backward.h"
+#include "aclnnop/aclnn_grid_sampler3d.h"
+#include "aclnnop/aclnn_grid_sampler3d_backward.h"
 #include "core/validate.hpp"
 #include "fuzz_common.hpp"
 #include "gridsampler/gridsampler.hpp"
@@ -206,15 +212,42 @@ struct Spec {
 
 bool mul_ok(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 
-bool empty(const gs::TensorView& v) {
-  return v.shape[0] == 0 || v.shape[1] == 0 || v.shape[2] == 0 || v.shape[3] == 0;
+template <std::size_t Rank>
+using View = gs::BasicTensorView<const void*, Rank>;
+template <std::size_t Rank>
+using MutableView = gs::BasicTensorView<void*, Rank>;
+
+template <std::size_t Rank>
+bool empty(const View<Rank>& v) {
+  for (int64_t d : v.shape) {
+    if (d == 0) return true;
+  }
+  return false;
 }
 
-// Element offsets [lo, hi] a 4-D view reaches; false if it is empty or overflows.
+// Calls every element offset (in elements, from v.data) of a view, in
+// logical order, with its index.
+template <std::size_t Rank, class F>
+void for_each_offset(const View<Rank>& v, F&& f) {
+  if (empty(v)) return;
+  std::array<int64_t, Rank> i{};
+  for (;;) {
+    int64_t off = 0;
+    for (std::size_t d = 0; d < Rank; ++d) off += i[d] * v.strides[d];
+    f(off, i);
+    std::size_t d = Rank;
+    while (d-- > 0 && ++i[d] == v.shape[d]) i[d] = 0;
+    if (d == static_cast<std::size_t>(-1)) return;
+  }
+}
+
+// Element offsets [lo, hi] a view of `Rank` dimensions reaches; false if it
+// is empty or overflows.
+template <std::size_t Rank>
 bool reach(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, int64_t* lo, int64_t* hi) {
   *lo = *hi = 0;
-  gs::Shape4 shape, st;
-  for (std::size_t d = 0; d < 4; ++d) {
+  std::array<int64_t, Rank> shape, st;
+  for (std::size_t d = 0; d < Rank; ++d) {
     if (dims[d] <= 0) return false;
     shape[d] = dims[d];
     st[d] = strides[d];
@@ -264,9 +297,13 @@ class Case {
     GS_FUZZ_CHECK(aclGetRecentErrMsg()[0] != '\0', "%s: status %d without a message", when, s);
     expect_unchanged(when);
   }
+  template <std::size_t Rank>
   void check_success_writes();
+  template <std::size_t Rank>
   void compare_with_cpp_api_and_reference();
-  bool view_of(const Spec& s, gs::TensorView* v) const;
+  template <std::size_t Rank>
+  bool view_of(const Spec& s, View<Rank>* v) const;
+  std::size_t rank() const { return volume_ ? 5 : 4; }
   double max_abs_of(const Spec& s, gs::DType d) const;
   int64_t work_estimate() const;
 
@@ -275,7 +312,8 @@ class Case {
   bool mask_given_ = false, mask_dx_ = true, mask_dgrid_ = true, mask3_ = false;
   int64_t mode_ = 0, padding_ = 0;
   int32_t dtype_code_ = ACL_FLOAT;
-  int64_t n_ = 0, c_ = 0, hin_ = 0, win_ = 0, hout_ = 0, wout_ = 0;
+  bool volume_ = false;
+  int64_t n_ = 0, c_ = 0, din_ = 1, hin_ = 0, win_ = 0, dout_ = 1, hout_ = 0, wout_ = 0;
   std::vector<Spec> specs_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
 };
@@ -295,13 +333,19 @@ void Case::decode_header() {
                                  std::numeric_limits<int64_t>::max(), 256};
   mode_ = m < 192 ? m % 3 : kOdd[m % 6];
   padding_ = p < 192 ? p % 3 : kOdd[p % 6];
-  dtype_code_ = kDtypes[in_.u8() % 4];
+  const uint8_t dtype = in_.u8();
+  dtype_code_ = kDtypes[dtype % 4];
+  volume_ = dtype & 4;
   n_ = decode_dim(in_);
   c_ = decode_dim(in_);
   hin_ = decode_dim(in_);
   win_ = decode_dim(in_);
   hout_ = decode_dim(in_);
   wout_ = decode_dim(in_);
+  if (volume_) {
+    din_ = decode_dim(in_);
+    dout_ = decode_dim(in_);
+  }
 }
 
 // Control byte: bits 0-1 layout (0 row-major strides given, 1 a permutation,
@@ -313,7 +357,7 @@ void Case::decode_tensor(Spec& s, std::vector<int64_t> dims) {
   s.dtype_code = dtype_code_;
   if (ctl & 4) {
     const uint8_t which = in_.u8();
-    dims[which % 4] = decode_dim(in_);
+    dims[which % dims.size()] = decode_dim(in_);
   }
   if (ctl & 8) {
     const int rank = in_.u8() % 6;
@@ -373,7 +417,8 @@ void Case::decode_tensor(Spec& s, std::vector<int64_t> dims) {
   }
   const int64_t es = item_size(s.dtype_code);
   int64_t lo = 0, hi = -1;
-  const bool nonempty = rank == 4 && reach(dims, s.strides, &lo, &hi);
+  const bool nonempty = rank == this->rank() && (volume_ ? reach<5>(dims, s.strides, &lo, &hi)
+                                                         : reach<4>(dims, s.strides, &lo, &hi));
   // The natural storage: exactly what the view reaches (capped: a view
   // larger than the cap is then refused as outside its storage).
   const int64_t cap = kMaxStorageBytes / es;
@@ -428,12 +473,13 @@ void Case::fill_values() {
   }
 }
 
-bool Case::view_of(const Spec& s, gs::TensorView* v) const {
+template <std::size_t Rank>
+bool Case::view_of(const Spec& s, View<Rank>* v) const {
   gs::DType d;
-  if (s.dims.size() != 4 || !dtype_of(s.dtype_code, &d)) return false;
+  if (s.dims.size() != Rank || !dtype_of(s.dtype_code, &d)) return false;
   v->dtype = d;
   bool empty = false;
-  for (int i = 0; i < 4; ++i) {
+  for (std::size_t i = 0; i < Rank; ++i) {
     v->shape[i] = s.dims[static_cast<std::size_t>(i)];
     v->strides[i] = s.strides[static_cast<std::size_t>(i)];
     empty = empty || v->shape[i] == 0;
@@ -454,10 +500,13 @@ int64_t Case::work_estimate() const {
   // partner may differ from the header's).
   const Spec& input = specs_[forward_ ? 0 : 1];
   const Spec& grid = specs_[forward_ ? 1 : 2];
-  if (input.dims.size() != 4 || grid.dims.size() != 4) return 0;
-  const int64_t n = input.dims[0], c = input.dims[1], hin = input.dims[2], win = input.dims[3];
-  const int64_t hout = grid.dims[1], wout = grid.dims[2];
-  const int64_t taps = mode_ == 2 ? 16 : 4;
+  const std::size_t r = rank();
+  if (input.dims.size() != r || grid.dims.size() != r) return 0;
+  // Images as volumes of depth 1.
+  const int64_t n = input.dims[0], c = input.dims[1], din = volume_ ? input.dims[2] : 1;
+  const int64_t hin = input.dims[r - 2], win = input.dims[r - 1];
+  const int64_t dout = volume_ ? grid.dims[1] : 1, hout = grid.dims[r - 3], wout = grid.dims[r - 2];
+  const int64_t taps = (mode_ == 2 ? 16 : 4) * (volume_ ? (mode_ == 2 ? 4 : 2) : 1);
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   auto product = [&](std::initializer_list<int64_t> fs) {
     int64_t p = 1;
@@ -469,16 +518,17 @@ int64_t Case::work_estimate() const {
     }
     return p;
   };
-  int64_t w = product({n, c, hout, wout, taps});
+  int64_t w = product({n, c, dout, hout, wout, taps});
   // The backward also sets up a plane of accumulators per (n, channel) task.
   if (!forward_) {
-    const int64_t planes = product({n, c, hin, win});
+    const int64_t planes = product({n, c, din, hin, win});
     if (__builtin_add_overflow(w, planes, &w)) return kMax;
   }
   return w;
 }
 
 // After a success: bytes outside the wanted outputs' views are unchanged.
+template <std::size_t Rank>
 void Case::check_success_writes() {
   std::vector<std::vector<bool>> writable(buffers_.size());
   for (std::size_t i = 0; i < buffers_.size(); ++i) writable[i].assign(static_cast<std::size_t>(buffers_[i]->bytes), false);
@@ -486,20 +536,16 @@ void Case::check_success_writes() {
     const Spec& s = specs_[k];
     if (!s.output || s.buffer < 0) continue;
     if (!forward_ && ((k == 3 && !mask_dx_) || (k == 4 && !mask_dgrid_))) continue;
-    gs::TensorView v;
+    View<Rank> v;
     if (!view_of(s, &v) || empty(v)) continue;
     const int64_t es = static_cast<int64_t>(gs::dtype_size(v.dtype));
     const auto* base = buffers_[static_cast<std::size_t>(s.buffer)]->data;
-    for (int64_t a = 0; a < v.shape[0]; ++a)
-      for (int64_t b = 0; b < v.shape[1]; ++b)
-        for (int64_t c = 0; c < v.shape[2]; ++c)
-          for (int64_t d = 0; d < v.shape[3]; ++d) {
-            const int64_t off = (static_cast<const unsigned char*>(v.data) - base) +
-                                (a * v.strides[0] + b * v.strides[1] + c * v.strides[2] + d * v.strides[3]) * es;
-            GS_FUZZ_CHECK(off >= 0 && off + es <= buffers_[static_cast<std::size_t>(s.buffer)]->bytes,
-                          "%s: accepted a view outside its storage", s.name);
-            for (int64_t e = 0; e < es; ++e) writable[static_cast<std::size_t>(s.buffer)][static_cast<std::size_t>(off + e)] = true;
-          }
+    for_each_offset(v, [&](int64_t element, const auto&) {
+      const int64_t off = (static_cast<const unsigned char*>(v.data) - base) + element * es;
+      GS_FUZZ_CHECK(off >= 0 && off + es <= buffers_[static_cast<std::size_t>(s.buffer)]->bytes,
+                    "%s: accepted a view outside its storage", s.name);
+      for (int64_t e = 0; e < es; ++e) writable[static_cast<std::size_t>(s.buffer)][static_cast<std::size_t>(off + e)] = true;
+    });
   }
   for (std::size_t i = 0; i < buffers_.size(); ++i) {
     const Buffer& b = *buffers_[i];
@@ -547,39 +593,75 @@ double Case::max_abs_of(const Spec& s, gs::DType d) const {
 
 // Copies of the outputs' buffers (same bytes as before the call), for the C++
 // API and the reference to write into.
+template <std::size_t Rank>
 struct OutputCopy {
   std::vector<unsigned char> bytes;
-  gs::MutableTensorView view;
+  MutableView<Rank> view;
 };
 
-void compare_views(const char* what, const gs::TensorView& got, const gs::TensorView& want,
-                   double tol_abs, double eps, bool exact) {
-  if (empty(got)) return;
-  const int64_t es = static_cast<int64_t>(gs::dtype_size(got.dtype));
-  for (int64_t a = 0; a < got.shape[0]; ++a)
-    for (int64_t b = 0; b < got.shape[1]; ++b)
-      for (int64_t c = 0; c < got.shape[2]; ++c)
-        for (int64_t d = 0; d < got.shape[3]; ++d) {
-          auto at = [&](const gs::TensorView& v) {
-            return static_cast<const unsigned char*>(v.data) +
-                   (a * v.strides[0] + b * v.strides[1] + c * v.strides[2] + d * v.strides[3]) * es;
-          };
-          if (exact) {
-            GS_FUZZ_CHECK(std::memcmp(at(got), at(want), static_cast<std::size_t>(es)) == 0,
-                          "%s[%lld,%lld,%lld,%lld]: aclnn %.17g, C++ API %.17g (bits differ)", what,
-                          (long long)a, (long long)b, (long long)c, (long long)d,
-                          gs::host::load_element(at(got), got.dtype), gs::host::load_element(at(want), want.dtype));
-            continue;
-          }
-          const double g = gs::host::load_element(at(got), got.dtype), w = gs::host::load_element(at(want), want.dtype);
-          if (g == w) continue;  // infinities of an overflowing 16-bit result included
-          const double tol = tol_abs + 2 * eps * std::fabs(w);
-          GS_FUZZ_CHECK(std::isfinite(g) && std::fabs(g - w) <= tol,
-                        "%s[%lld,%lld,%lld,%lld]: kernels %.17g, reference %.17g, tolerance %.3g",
-                        what, (long long)a, (long long)b, (long long)c, (long long)d, g, w, tol);
-        }
+// "[a,b,c,d]" or "[a,b,c,d,e]".
+template <std::size_t Rank>
+std::string index_string(const std::array<int64_t, Rank>& i) {
+  std::string out = "[";
+  for (std::size_t d = 0; d < Rank; ++d) out.append(d ? "," : "").append(std::to_string(i[d]));
+  return out + "]";
 }
 
+template <std::size_t Rank>
+void compare_views(const char* what, const View<Rank>& got, const View<Rank>& want, double tol_abs, double eps,
+                   bool exact) {
+  const int64_t es = static_cast<int64_t>(gs::dtype_size(got.dtype));
+  for_each_offset(got, [&](int64_t, const std::array<int64_t, Rank>& i) {
+    auto at = [&](const View<Rank>& v) {
+      int64_t off = 0;
+      for (std::size_t d = 0; d < Rank; ++d) off += i[d] * v.strides[d];
+      return static_cast<const unsigned char*>(v.data) + off * es;
+    };
+    if (exact) {
+      GS_FUZZ_CHECK(std::memcmp(at(got), at(want), static_cast<std::size_t>(es)) == 0,
+                    "%s%s: aclnn %.17g, C++ API %.17g (bits differ)", what, index_string(i).c_str(),
+                    gs::host::load_element(at(got), got.dtype), gs::host::load_element(at(want), want.dtype));
+      return;
+    }
+    const double g = gs::host::load_element(at(got), got.dtype), w = gs::host::load_element(at(want), want.dtype);
+    if (g == w) return;  // infinities of an overflowing 16-bit result included
+    const double tol = tol_abs + 2 * eps * std::fabs(w);
+    GS_FUZZ_CHECK(std::isfinite(g) && std::fabs(g - w) <= tol, "%s%s: kernels %.17g, reference %.17g, tolerance %.3g",
+                  what, index_string(i).c_str(), g, w, tol);
+  });
+}
+
+// The C++ API's and the reference's calls of each rank.
+gs::Status api_forward(const View<4>& in, const View<4>& grid, const MutableView<4>& out, const gs::Options& o) {
+  return gs::grid_sampler_2d(in, grid, out, o);
+}
+gs::Status api_forward(const View<5>& in, const View<5>& grid, const MutableView<5>& out, const gs::Options& o) {
+  return gs::grid_sampler_3d(in, grid, out, o);
+}
+gs::Status ref_forward(const View<4>& in, const View<4>& grid, const MutableView<4>& out, const gs::Options& o) {
+  return gs::reference::grid_sampler_2d(in, grid, out, o);
+}
+gs::Status ref_forward(const View<5>& in, const View<5>& grid, const MutableView<5>& out, const gs::Options& o) {
+  return gs::reference::grid_sampler_3d(in, grid, out, o);
+}
+gs::Status api_backward(const View<4>& g, const View<4>& in, const View<4>& grid, const MutableView<4>& dx,
+                        const MutableView<4>& dgrid, const gs::Options& o, gs::OutputMask m) {
+  return gs::grid_sampler_2d_backward(g, in, grid, dx, dgrid, o, m);
+}
+gs::Status api_backward(const View<5>& g, const View<5>& in, const View<5>& grid, const MutableView<5>& dx,
+                        const MutableView<5>& dgrid, const gs::Options& o, gs::OutputMask m) {
+  return gs::grid_sampler_3d_backward(g, in, grid, dx, dgrid, o, m);
+}
+gs::Status ref_backward(const View<4>& g, const View<4>& in, const View<4>& grid, const MutableView<4>& dx,
+                        const MutableView<4>& dgrid, const gs::Options& o, gs::OutputMask m) {
+  return gs::reference::grid_sampler_2d_backward(g, in, grid, dx, dgrid, o, m);
+}
+gs::Status ref_backward(const View<5>& g, const View<5>& in, const View<5>& grid, const MutableView<5>& dx,
+                        const MutableView<5>& dgrid, const gs::Options& o, gs::OutputMask m) {
+  return gs::reference::grid_sampler_3d_backward(g, in, grid, dx, dgrid, o, m);
+}
+
+template <std::size_t Rank>
 void Case::compare_with_cpp_api_and_reference() {
   gs::Options opt;
   opt.interpolation = static_cast<gs::Interpolation>(mode_);
@@ -588,7 +670,7 @@ void Case::compare_with_cpp_api_and_reference() {
   opt.num_threads = threads_flag_ ? 1 + static_cast<int>(n_ % 3) : 0;
   const gs::OutputMask mask{mask_dx_, mask_dgrid_};
   const std::size_t first_out = forward_ ? 2 : 3;
-  std::vector<gs::TensorView> views(specs_.size());
+  std::vector<View<Rank>> views(specs_.size());
   for (std::size_t k = 0; k < specs_.size(); ++k) {
     if (!view_of(specs_[k], &views[k])) {
       // Only a masked-off output may lack a view.
@@ -599,7 +681,7 @@ void Case::compare_with_cpp_api_and_reference() {
   // Outputs for the C++ API and the reference: copies of their buffers as
   // they were before the call, at the same offsets.
   auto copy_of = [&](std::size_t k) {
-    OutputCopy o;
+    OutputCopy<Rank> o;
     const Spec& s = specs_[k];
     o.view = {nullptr, views[k].dtype, views[k].shape, views[k].strides};
     if (s.buffer < 0 || views[k].data == nullptr) return o;
@@ -614,53 +696,55 @@ void Case::compare_with_cpp_api_and_reference() {
   const double eps_t = dt == gs::DType::kFloat64 ? 0x1p-53 : 0x1p-24;
   const double eps_s = eps_storage(dt);
   const double tiny = 4 * tiny_storage(dt);
-  const int64_t taps = mode_ == 2 ? 16 : mode_ == 1 ? 1 : 4;
+  const int64_t taps = (mode_ == 2 ? 16 : mode_ == 1 ? 1 : 4) * (volume_ ? (mode_ == 2 ? 4 : mode_ == 1 ? 1 : 2) : 1);
 
   if (forward_) {
-    OutputCopy api = copy_of(2), ref = copy_of(2);
-    const gs::Status s = gs::grid_sampler_2d(views[0], views[1], api.view, opt);
+    OutputCopy<Rank> api = copy_of(2), ref = copy_of(2);
+    const gs::Status s = api_forward(views[0], views[1], api.view, opt);
     GS_FUZZ_CHECK(s.ok(), "aclnn accepted, C++ API refused: %s", s.message().c_str());
-    compare_views("forward", views[2], api.view, 0, 0, true);
+    compare_views<Rank>("forward", views[2], api.view, 0, 0, true);
     if (raw_ || no_oracle()) return;
-    const gs::Status r = gs::reference::grid_sampler_2d(views[0], views[1], ref.view, opt);
+    const gs::Status r = ref_forward(views[0], views[1], ref.view, opt);
     GS_FUZZ_CHECK(r.ok(), "aclnn accepted, reference refused: %s", r.message().c_str());
     const double maxv = max_abs_of(specs_[0], dt);
     const double scale = 1.4 * maxv;
-    compare_views("forward", views[2], ref.view, (taps + 4) * eps_t * scale * 4 + tiny, eps_s, false);
+    compare_views<Rank>("forward", views[2], ref.view, (taps + 4) * eps_t * scale * 4 + tiny, eps_s, false);
     return;
   }
-  OutputCopy api_dx = copy_of(3), api_dg = copy_of(4), ref_dx = copy_of(3), ref_dg = copy_of(4);
-  const gs::Status s = gs::grid_sampler_2d_backward(views[0], views[1], views[2], api_dx.view,
-                                                    api_dg.view, opt, mask);
+  OutputCopy<Rank> api_dx = copy_of(3), api_dg = copy_of(4), ref_dx = copy_of(3), ref_dg = copy_of(4);
+  const gs::Status s = api_backward(views[0], views[1], views[2], api_dx.view, api_dg.view, opt, mask);
   GS_FUZZ_CHECK(s.ok(), "aclnn accepted, C++ API refused: %s", s.message().c_str());
-  if (mask_dx_) compare_views("dx", views[3], api_dx.view, 0, 0, true);
-  if (mask_dgrid_) compare_views("dgrid", views[4], api_dg.view, 0, 0, true);
+  if (mask_dx_) compare_views<Rank>("dx", views[3], api_dx.view, 0, 0, true);
+  if (mask_dgrid_) compare_views<Rank>("dgrid", views[4], api_dg.view, 0, 0, true);
   if (raw_ || no_oracle()) return;
-  const gs::Status r = gs::reference::grid_sampler_2d_backward(views[0], views[1], views[2], ref_dx.view,
-                                                               ref_dg.view, opt, mask);
+  const gs::Status r = ref_backward(views[0], views[1], views[2], ref_dx.view, ref_dg.view, opt, mask);
   GS_FUZZ_CHECK(r.ok(), "aclnn accepted, reference refused: %s", r.message().c_str());
   const double maxg = max_abs_of(specs_[0], dt);
   const double maxv = max_abs_of(specs_[1], dt);
-  const double pixels = static_cast<double>(hout_) * static_cast<double>(wout_);
+  const double pixels = static_cast<double>(dout_) * static_cast<double>(hout_) * static_cast<double>(wout_);
   if (mask_dx_) {
     // Each dx element sums at most pixels * taps terms of total size
     // <= 1.4 * pixels * max|grad|.
     const double terms = pixels * static_cast<double>(taps) + 4;
-    compare_views("dx", views[3], ref_dx.view, terms * eps_t * 1.4 * pixels * maxg * 2 + tiny, eps_s, false);
+    compare_views<Rank>("dx", views[3], ref_dx.view, terms * eps_t * 1.4 * pixels * maxg * 2 + tiny, eps_s, false);
   }
   if (mask_dgrid_) {
     // C * taps terms, each <= mult * 4 * max|input| * max|grad|.
-    const double mult = static_cast<double>(std::max(hin_, win_)) / 2 + 1;
+    const double mult = static_cast<double>(std::max({din_, hin_, win_})) / 2 + 1;
     const double terms = static_cast<double>(c_) * static_cast<double>(taps) + 8;
     const double scale = mult * static_cast<double>(c_) * 4 * maxv * maxg;
-    compare_views("dgrid", views[4], ref_dg.view, terms * eps_t * scale * 4 + tiny, eps_s, false);
+    compare_views<Rank>("dgrid", views[4], ref_dg.view, terms * eps_t * scale * 4 + tiny, eps_s, false);
   }
 }
 
 void Case::run() {
   decode_header();
-  const std::vector<int64_t> image_in{n_, c_, hin_, win_}, image_out{n_, c_, hout_, wout_},
-      grid{n_, hout_, wout_, 2};
+  const std::vector<int64_t> image_in = volume_ ? std::vector<int64_t>{n_, c_, din_, hin_, win_}
+                                                : std::vector<int64_t>{n_, c_, hin_, win_};
+  const std::vector<int64_t> image_out = volume_ ? std::vector<int64_t>{n_, c_, dout_, hout_, wout_}
+                                                 : std::vector<int64_t>{n_, c_, hout_, wout_};
+  const std::vector<int64_t> grid = volume_ ? std::vector<int64_t>{n_, dout_, hout_, wout_, 3}
+                                            : std::vector<int64_t>{n_, hout_, wout_, 2};
   if (forward_) {
     specs_.resize(3);
     specs_[0] = make_spec("input", false, false);
@@ -684,8 +768,22 @@ void Case::run() {
   }
   // Phase two: bits 0-1 workspace (exact, NULL, one byte short, shifted by 4
   // bytes), bits 2-3 stream (NULL, created, junk), bit 4 run the executor a
-  // second time, bit 5 destroy a tensor between the phases.
+  // second time, bit 5 destroy a tensor between the phases, bit 6 hand the
+  // executor to the other rank's operator (which must refuse it).
   const uint8_t phase2 = in_.u8();
+  using PlanForward = aclnnStatus (*)(const aclTensor*, const aclTensor*, int64_t, int64_t, bool, aclTensor*,
+                                      uint64_t*, aclOpExecutor**);
+  using PlanBackward = aclnnStatus (*)(const aclTensor*, const aclTensor*, const aclTensor*, int64_t, int64_t, bool,
+                                       const aclBoolArray*, aclTensor*, aclTensor*, uint64_t*, aclOpExecutor**);
+  using Execute = aclnnStatus (*)(void*, uint64_t, aclOpExecutor*, aclrtStream);
+  const PlanForward plan_forward = volume_ ? aclnnGridSampler3DGetWorkspaceSize : aclnnGridSampler2DGetWorkspaceSize;
+  const PlanBackward plan_backward =
+      volume_ ? aclnnGridSampler3DBackwardGetWorkspaceSize : aclnnGridSampler2DBackwardGetWorkspaceSize;
+  const bool other_rank = phase2 & 64;
+  const Execute run_forward = volume_ != other_rank ? aclnnGridSampler3D : aclnnGridSampler2D;
+  const Execute run_backward = volume_ != other_rank ? aclnnGridSampler3DBackward : aclnnGridSampler2DBackward;
+  const Execute rerun = forward_ ? (volume_ ? aclnnGridSampler3D : aclnnGridSampler2D)
+                                 : (volume_ ? aclnnGridSampler3DBackward : aclnnGridSampler2DBackward);
   fill_values();
   snapshot();
 
@@ -693,7 +791,7 @@ void Case::run() {
   aclOpExecutor* exec = nullptr;
   aclnnStatus st;
   if (forward_) {
-    st = aclnnGridSampler2DGetWorkspaceSize(specs_[0].t, specs_[1].t, mode_, padding_, align_,
+    st = plan_forward(specs_[0].t, specs_[1].t, mode_, padding_, align_,
                                             specs_[2].t, &ws, &exec);
   } else {
     aclBoolArray* mask = nullptr;
@@ -701,7 +799,7 @@ void Case::run() {
       const bool m[3] = {mask_dx_, mask_dgrid_, true};
       mask = aclCreateBoolArray(m, mask3_ ? 3 : 2);
     }
-    st = aclnnGridSampler2DBackwardGetWorkspaceSize(specs_[0].t, specs_[1].t, specs_[2].t, mode_,
+    st = plan_backward(specs_[0].t, specs_[1].t, specs_[2].t, mode_,
                                                     padding_, align_, mask, specs_[3].t, specs_[4].t,
                                                     &ws, &exec);
     aclDestroyBoolArray(mask);
@@ -747,27 +845,35 @@ void Case::run() {
     aclDestroyTensor(specs_[0].t);
     specs_[0].t = nullptr;
   }
-  st = forward_ ? aclnnGridSampler2D(wptr, wsize, exec, stream)
-                : aclnnGridSampler2DBackward(wptr, wsize, exec, stream);
-  const bool should_fail = stream == &junk_stream || (ws > 0 && (wptr == nullptr || wsize < ws));
+  st = forward_ ? run_forward(wptr, wsize, exec, stream) : run_backward(wptr, wsize, exec, stream);
+  const bool should_fail = other_rank || stream == &junk_stream || (ws > 0 && (wptr == nullptr || wsize < ws));
   if (created != nullptr) GS_FUZZ_CHECK(aclrtDestroyStream(created) == ACL_SUCCESS, "aclrtDestroyStream");
   trace("execution", st);
   if (st != ACLNN_SUCCESS) {
     GS_FUZZ_CHECK(should_fail, "execution failed on a valid call: %d %s", st, aclGetRecentErrMsg());
     expect_error(st, "execution");
   } else {
-    GS_FUZZ_CHECK(!should_fail, "execution succeeded with a bad workspace or stream");
-    check_success_writes();
+    GS_FUZZ_CHECK(!should_fail, "execution succeeded with a bad workspace or stream, or by the other rank's operator");
+    if (volume_) {
+      check_success_writes<5>();
+    } else {
+      check_success_writes<4>();
+    }
   }
   // The executor is spent either way; a second run is refused untouched.
   if (phase2 & 16) {
     snapshot();
-    const aclnnStatus again = forward_ ? aclnnGridSampler2D(wptr, wsize, exec, nullptr)
-                                       : aclnnGridSampler2DBackward(wptr, wsize, exec, nullptr);
+    const aclnnStatus again = rerun(wptr, wsize, exec, nullptr);
     GS_FUZZ_CHECK(again == ACLNN_ERR_PARAM_INVALID, "executor reused: status %d", again);
     expect_unchanged("reused executor");
   }
-  if (st == ACLNN_SUCCESS) compare_with_cpp_api_and_reference();
+  if (st == ACLNN_SUCCESS) {
+    if (volume_) {
+      compare_with_cpp_api_and_reference<5>();
+    } else {
+      compare_with_cpp_api_and_reference<4>();
+    }
+  }
 }
 
 }  // namespace

@@ -42,6 +42,9 @@ NPY = {
     "bad_truncated.npy": npy("<f8", (3,), floats("<d", [1, 2])),
     "bad_int.npy": npy("<i4", (2,), struct.pack("<ii", 1, 2)),
     "bad_huge_shape.npy": npy("<f8", (1 << 40, 1 << 30), b""),
+    # A volume and its grid, as the command-line tool reads them.
+    "f32_volume_1x1x2x2x3.npy": npy("<f4", (1, 1, 2, 2, 3), floats("<f", range(12))),
+    "f64_volume_grid_1x1x1x2x3.npy": npy("<f8", (1, 1, 1, 2, 3), floats("<d", [-1, 0, 1, 0.5, -0.5, 0.25])),
 }
 
 # ---------------------------------------------------------------------------
@@ -83,8 +86,13 @@ def value_byte(v):
     return struct.pack("b", int(round(v * 16)))[0]
 
 
+VOLUME = 4  # dtype byte bit: the 3-D operators
+
+
 def case(fl, mode, pad, dtype, dims, tensors, phase2, values):
-    n, c, hin, win, hout, wout = dims
+    """dims: (N, C, Hin, Win, Hout, Wout) for images; volumes (dtype | VOLUME)
+    append (Din, Dout)."""
+    assert len(dims) == (8 if dtype & VOLUME else 6)
     out = bytes([fl, mode, pad, dtype] + [dim(d) for d in dims])
     for t in tensors:
         out += bytes(t)
@@ -102,6 +110,12 @@ def plain(count, seed):
 
 def backward_values(n, c, hin, win, hout, wout, seed=1):
     return plain(n * c * hout * wout, seed) + plain(n * c * hin * win, seed + 1) + lattice(n * hout * wout * 2, seed)
+
+
+def backward_values_3d(n, c, hin, win, hout, wout, din, dout, seed=1):
+    """gradOutput, input and grid of a volume call (dims in case()'s order)."""
+    pout, pin = dout * hout * wout, din * hin * win
+    return plain(n * c * pout, seed) + plain(n * c * pin, seed + 1) + lattice(n * pout * 3, seed)
 
 
 ACLNN = {}
@@ -142,6 +156,37 @@ ACLNN["bwd_f64_bicubic_zeros_threads_created_stream"] = case(
 d = (1, 2, 3, 3, 2, 2)
 ACLNN["bwd_dgrid_overlaps_dx"] = case(
     flags(), BILINEAR, ZEROS, F32, d, [[0], [0], [0], [0], [64, 67]], 0, backward_values(*d))
+
+# Volumes: the 3-D operators (dims N, C, Hin, Win, Hout, Wout, Din, Dout).
+d = (1, 2, 4, 5, 3, 2, 3, 2)
+ACLNN["bwd3d_f32_trilinear_zeros"] = case(flags(), BILINEAR, ZEROS, F32 | VOLUME, d, [[0]] * 5, 0,
+                                          backward_values_3d(*d))
+d = (2, 3, 3, 4, 2, 3, 2, 2)
+ACLNN["bwd3d_f16_tricubic_reflection_align_ndhwc_dx_only"] = case(
+    flags(align=True, mask=(True, False)), BICUBIC, REFLECTION, F16 | VOLUME, d,
+    [[0], [1, 1], [0], [1, 1], [0]], 0, backward_values_3d(*d, seed=3))
+d = (1, 1, 3, 3, 2, 2, 2, 2)
+ACLNN["fwd3d_f64_nearest_border_hard_grid"] = case(
+    flags(forward=True), NEAREST, BORDER, F64 | VOLUME, d, [[0], [0], [0]], 0, plain(18, 2) + hard + hard[:8])
+d = (1, 2, 3, 4, 2, 2, 2, 2)
+neg5 = [2, 72, 24, 12, 4, 0xFF]  # explicit strides (72, 24, 12, 4, -1)
+ACLNN["bwd3d_bf16_trilinear_border_negative_strides"] = case(
+    flags(), BILINEAR, BORDER, BF16 | VOLUME, d, [[0], neg5, [0], neg5, [0]], 0, backward_values_3d(*d, seed=5))
+d = (2, 2, 3, 4, 3, 2, 2, 2)
+ACLNN["bwd3d_f16_tricubic_short_workspace_then_reuse"] = case(
+    flags(), BICUBIC, BORDER, F16 | VOLUME, d, [[0]] * 5, 2 | 16, backward_values_3d(*d))
+d = (1, 2, 3, 3, 2, 2, 3, 0)
+ACLNN["bwd3d_empty_output_depth"] = case(flags(), BILINEAR, ZEROS, F32 | VOLUME, d, [[0]] * 5, 0, [])
+d = (1, 2, 3, 3, 2, 2, 2, 2)
+ACLNN["bwd3d_executor_to_2d_operator"] = case(flags(), BILINEAR, ZEROS, F32 | VOLUME, d, [[0]] * 5, 64,
+                                              backward_values_3d(*d))
+ACLNN["bwd3d_grid_last_dim_2"] = case(flags(), BILINEAR, ZEROS, F32 | VOLUME, d,
+                                      [[0], [0], [4, 4, 2], [0], [0]], 0, backward_values_3d(*d))
+ACLNN["fwd3d_rank4_output"] = case(flags(forward=True), BILINEAR, ZEROS, F32 | VOLUME, d, [[0], [0], [8, 4]], 0,
+                                   plain(36, 1) + lattice(24, 1))
+d = (1, 3, 4, 4, 3, 3, 2, 2)
+ACLNN["bwd3d_f64_trilinear_reflection_threads_created_stream"] = case(
+    flags(threads=True), BILINEAR, REFLECTION, F64 | VOLUME, d, [[0]] * 5, 4, backward_values_3d(*d, seed=9))
 
 
 # Inputs that once failed, written by hand (the fuzzer's own findings are

@@ -6,7 +6,7 @@
 #include "core/validate.hpp"
 #include "cpu/double_backward.hpp"
 #include "cpu/plan.hpp"
-#include "cpu/volume_views.hpp"
+#include "cpu/volume_call.hpp"
 #include "gridsampler/gridsampler.hpp"
 
 namespace gridsampler {
@@ -39,38 +39,12 @@ Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView gr
   return Status::Ok();
 }
 
-namespace {
-
-Status no_memory(const char* what) {
-  return {StatusCode::kInternal, std::string("workspace: cannot allocate a packed copy of ") + what};
-}
-
-// The 4-D problem of a validated volume call: its strides are the merged
-// (or packed) views' that the kernels will read.
-void as_volume(detail::Problem* p, const TensorView& input, const Shape4& dx_strides) {
-  p->volume = true;
-  p->input_strides = input.strides;
-  p->dx_strides = dx_strides;
-}
-
-}  // namespace
-
-// Volumes run through the image drivers over 4-D views whose depth and
-// height merge into rows (cpu/volume_views.hpp), with the 3-D stencils.
+// Volumes: planned and run in the two steps the aclnn interface takes too
+// (cpu/volume_call.hpp).
 Status grid_sampler_3d(VolumeView input, VolumeView grid, MutableVolumeView output, const Options& options) {
   detail::Problem p;
   if (Status s = detail::validate_forward_3d(input, grid, output, options, &p); !s.ok()) return s;
-  if (p.empty()) return Status::Ok();
-  cpu::VolumeViews views;
-  TensorView in4, grid4;
-  MutableTensorView out4;
-  if (!views.input(input, 2, &in4)) return no_memory("input");
-  if (!views.input(grid, 1, &grid4)) return no_memory("grid");
-  if (!views.output(output, 2, &out4)) return no_memory("output");
-  as_volume(&p, in4, {});
-  cpu::run_forward(cpu::plan_forward(p), in4, grid4, out4);
-  views.finish();
-  return Status::Ok();
+  return cpu::run_forward_3d(cpu::plan_forward_3d(p, input), input, grid, output);
 }
 
 Status grid_sampler_3d_backward(VolumeView grad, VolumeView input, VolumeView grid, MutableVolumeView dx,
@@ -78,30 +52,13 @@ Status grid_sampler_3d_backward(VolumeView grad, VolumeView input, VolumeView gr
   detail::Problem p;
   if (Status s = detail::validate_backward_3d(grad, input, grid, dx, dgrid, options, mask, &p); !s.ok())
     return s;
-  if (p.empty()) {
-    // dx is a sum over no output voxels, dgrid one over no channels.
-    if (mask.input) cpu::zero_volume(dx);
-    if (mask.grid) cpu::zero_volume(dgrid);
-    return Status::Ok();
-  }
-  cpu::VolumeViews views;
-  TensorView grad4, in4, grid4;
-  MutableTensorView dx4, dgrid4;
-  if (!views.input(grad, 2, &grad4)) return no_memory("grad");
-  if (!views.input(input, 2, &in4)) return no_memory("input");
-  if (!views.input(grid, 1, &grid4)) return no_memory("grid");
-  if (mask.input && !views.output(dx, 2, &dx4)) return no_memory("dx");
-  if (mask.grid && !views.output(dgrid, 1, &dgrid4)) return no_memory("dgrid");
-  as_volume(&p, in4, dx4.strides);
-  const cpu::BackwardPlan plan = cpu::plan_backward(p);
+  const cpu::BackwardPlan plan = cpu::plan_backward_3d(p, input, dx);
   detail::CachedBuffer workspace(plan.workspace_bytes);
   if (plan.workspace_bytes > 0 && workspace.data() == nullptr) {
     return {StatusCode::kInternal,
             "workspace: cannot allocate " + std::to_string(plan.workspace_bytes) + " bytes"};
   }
-  cpu::run_backward(plan, grad4, in4, grid4, dx4, dgrid4, workspace.data());
-  views.finish();
-  return Status::Ok();
+  return cpu::run_backward_3d(plan, grad, input, grid, dx, dgrid, workspace.data());
 }
 
 Status grid_sampler_2d_double_backward(TensorView gg_dx, TensorView gg_dgrid, TensorView grad,

@@ -6,9 +6,12 @@
 #endif
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -20,10 +23,16 @@
 namespace gridsampler::bench {
 namespace {
 
+template <std::size_t Rank>
+using Tensor = tool::HostTensor<Rank>;
+template <std::size_t Rank>
+using ShapeR = std::array<int64_t, Rank>;
+
 // A zero-filled tensor of `shape` and `strides`, or the allocation's error.
-Status allocate(DType dtype, const Shape4& shape, const Shape4& strides, host::Tensor* t) {
+template <std::size_t Rank>
+Status allocate(DType dtype, const ShapeR<Rank>& shape, const ShapeR<Rank>& strides, Tensor<Rank>* t) {
   try {
-    *t = host::Tensor(dtype, shape, strides);
+    *t = Tensor<Rank>(dtype, shape, strides);
   } catch (const std::exception&) {  // std::bad_alloc, or a size beyond size_t
     uint64_t bytes = dtype_size(dtype);
     for (int64_t d : shape) {
@@ -37,21 +46,24 @@ Status allocate(DType dtype, const Shape4& shape, const Shape4& strides, host::T
 }
 
 // Sets every element, in memory order, uniform in [lo, hi].
-void fill_uniform(host::Tensor* t, double lo, double hi, std::mt19937_64* rng) {
+template <class T>
+void fill_uniform(T* t, double lo, double hi, std::mt19937_64* rng) {
   std::uniform_real_distribution<double> dist(lo, hi);
   t->fill_storage([&] { return dist(*rng); });
 }
 
 // "(N, C, H, W)". Built by appending: GCC 12 warns (-Wrestrict, falsely) on
 // "(" + std::string.
-std::string shape_string(const Shape4& s) {
+template <std::size_t Rank>
+std::string shape_string(const ShapeR<Rank>& s) {
   std::string out = "(";
   for (std::size_t i = 0; i < s.size(); ++i) out.append(i ? ", " : "").append(std::to_string(s[i]));
   return out.append(")");
 }
 
 // Copies `from` (if given) into `to`, whose shape the bench's shape decides.
-Status copy_given(const char* name, const host::Tensor* from, host::Tensor* to) {
+template <class T>
+Status copy_given(const char* name, const T* from, T* to) {
   if (from == nullptr) return Status::Ok();
   if (from->shape() != to->shape()) {
     return {StatusCode::kInvalidArgument, std::string(name) + ": shape " + shape_string(from->shape()) +
@@ -90,18 +102,34 @@ double peak_rss_kib(bool reset) {
 
 }  // namespace
 
-Status run_bench(const BenchOptions& o, std::ostream& out) {
-  const auto [n, c, in_h, in_w, out_h, out_w] = o.shape;
+template <std::size_t Rank>
+Status run_bench(const BenchOptions<Rank>& o, std::ostream& out) {
+  constexpr std::size_t kAxes = Rank - 2;  // spatial axes: (D,) H, W
   for (int64_t d : o.shape) {
     if (d < 0) return {StatusCode::kInvalidArgument, "--shape: dimensions must be >= 0"};
   }
   if (o.reps < 1) return {StatusCode::kInvalidArgument, "--reps: must be at least 1"};
-  const Shape4 in_shape{n, c, in_h, in_w}, grid_shape{n, out_h, out_w, 2}, out_shape{n, c, out_h, out_w};
-  auto strides = [&](const Shape4& s) { return o.channels_last ? channels_last_strides(s) : contiguous_strides(s); };
-  const int64_t in_count = n * c * in_h * in_w, grid_count = n * out_h * out_w * 2, out_count = n * c * out_h * out_w;
-  host::Tensor input, grid, grad, out_or_dx, dgrid;
+  // input (N, C, in...), grid (N, out..., kAxes), output (N, C, out...).
+  ShapeR<Rank> in_shape{}, grid_shape{}, out_shape{};
+  in_shape[0] = grid_shape[0] = out_shape[0] = o.shape[0];
+  in_shape[1] = out_shape[1] = o.shape[1];
+  for (std::size_t i = 0; i < kAxes; ++i) {
+    in_shape[2 + i] = o.shape[2 + i];
+    out_shape[2 + i] = grid_shape[1 + i] = o.shape[2 + kAxes + i];
+  }
+  grid_shape[Rank - 1] = static_cast<int64_t>(kAxes);
+  auto strides = [&](const ShapeR<Rank>& s) { return o.channels_last ? tool::channels_last(s) : tool::contiguous(s); };
+  auto count = [](const ShapeR<Rank>& s) {  // saturating: a shape too large fails to allocate below
+    int64_t n = 1;
+    for (int64_t d : s) {
+      if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+    }
+    return n;
+  };
+  const int64_t in_count = count(in_shape), grid_count = count(grid_shape), out_count = count(out_shape);
+  Tensor<Rank> input, grid, grad, out_or_dx, dgrid;
   if (Status s = allocate(o.dtype, in_shape, strides(in_shape), &input); !s.ok()) return s;
-  if (Status s = allocate(o.dtype, grid_shape, contiguous_strides(grid_shape), &grid); !s.ok()) return s;
+  if (Status s = allocate(o.dtype, grid_shape, tool::contiguous(grid_shape), &grid); !s.ok()) return s;
   if (o.backward) {
     if (Status s = allocate(o.dtype, out_shape, strides(out_shape), &grad); !s.ok()) return s;
   }
@@ -120,17 +148,17 @@ Status run_bench(const BenchOptions& o, std::ostream& out) {
   // the outputs count as the calls' memory, as they do for an operator that
   // allocates its results (PyTorch's).
   const double base_kib = peak_rss_kib(/*reset=*/true);
-  const Shape4 out_or_dx_shape = o.backward ? in_shape : out_shape;
+  const ShapeR<Rank> out_or_dx_shape = o.backward ? in_shape : out_shape;
   if (Status s = allocate(o.dtype, out_or_dx_shape, strides(out_or_dx_shape), &out_or_dx); !s.ok()) return s;
   if (o.backward) {
-    if (Status s = allocate(o.dtype, grid_shape, contiguous_strides(grid_shape), &dgrid); !s.ok()) return s;
+    if (Status s = allocate(o.dtype, grid_shape, tool::contiguous(grid_shape), &dgrid); !s.ok()) return s;
   }
   auto call = [&]() -> Status {
     if (o.backward) {
-      return grid_sampler_2d_backward(grad.view(), input.view(), grid.view(), out_or_dx.mutable_view(),
-                                      dgrid.mutable_view(), o.options);
+      return tool::sample_backward(grad.view(), input.view(), grid.view(), out_or_dx.mutable_view(),
+                                   dgrid.mutable_view(), o.options, {});
     }
-    return grid_sampler_2d(input.view(), grid.view(), out_or_dx.mutable_view(), o.options);
+    return tool::sample(input.view(), grid.view(), out_or_dx.mutable_view(), o.options);
   };
   if (Status s = call(); !s.ok()) return s;  // warm-up, and validation
   std::vector<double> ms;
@@ -147,15 +175,19 @@ Status run_bench(const BenchOptions& o, std::ostream& out) {
                                    : static_cast<double>(in_count + grid_count + out_count));
   // The threads the calls asked for (a plan runs no more than its tasks).
   const int threads = detail::call_threads(o.options.num_threads);
-  out << "{\"op\": \"" << (o.backward ? "backward" : "forward") << "\", \"shape\": [" << n << ", " << c << ", "
-      << in_h << ", " << in_w << ", " << out_h << ", " << out_w << "], \"mode\": \""
+  std::string shape;
+  for (std::size_t i = 0; i < o.shape.size(); ++i) shape.append(i ? ", " : "").append(std::to_string(o.shape[i]));
+  const char* layout = Rank == 4 ? (o.channels_last ? "nhwc" : "nchw") : (o.channels_last ? "ndhwc" : "ncdhw");
+  out << "{\"op\": \"" << (o.backward ? "backward" : "forward") << "\", \"shape\": [" << shape << "], \"mode\": \""
       << to_string(o.options.interpolation) << "\", \"padding\": \"" << to_string(o.options.padding)
       << "\", \"align_corners\": " << (o.options.align_corners ? "true" : "false") << ", \"dtype\": \""
-      << to_string(o.dtype) << "\", \"layout\": \"" << (o.channels_last ? "nhwc" : "nchw")
-      << "\", \"threads\": " << threads << ", \"reps\": " << o.reps << ", \"median_ms\": " << median
-      << ", \"min_ms\": " << ms.front() << ", \"gbps\": " << bytes / (median * 1e6) << ", \"peak_extra_mib\": " << peak_extra_mib << "}"
-      << std::endl;
+      << to_string(o.dtype) << "\", \"layout\": \"" << layout << "\", \"threads\": " << threads
+      << ", \"reps\": " << o.reps << ", \"median_ms\": " << median << ", \"min_ms\": " << ms.front()
+      << ", \"gbps\": " << bytes / (median * 1e6) << ", \"peak_extra_mib\": " << peak_extra_mib << "}" << std::endl;
   return Status::Ok();
 }
+
+template Status run_bench<4>(const BenchOptions<4>&, std::ostream&);
+template Status run_bench<5>(const BenchOptions<5>&, std::ostream&);
 
 }  // namespace gridsampler::bench

@@ -2,6 +2,7 @@
 // and of its demonstrations (demo, register: PNG pictures).
 //
 //   gridsampler forward  --input X.npy --grid G.npy --out Y.npy [options]
+//                        (4-D image or 5-D volume files; the input's rank decides)
 //   gridsampler backward --grad GO.npy --input X.npy --grid G.npy
 //                        --dx DX.npy --dgrid DG.npy [options] [--no-dx] [--no-dgrid]
 //   gridsampler demo     [--size S] [--dtype D] [--png DIR] [--seed N]
@@ -21,6 +22,8 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +46,7 @@
 #include "host/tensor.hpp"
 #include "io/npy.hpp"
 #include "png_io.hpp"
+#include "rank_calls.hpp"
 #include "register/register_command.hpp"
 
 #ifndef GRIDSAMPLER_VERSION
@@ -81,33 +85,66 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 }
 
 // ---------------------------------------------------------------------------
-// Operands: a dense NCHW-ordered (C order) tensor and the name messages use.
+// Operands: a dense C-order tensor, 4-D for images and 5-D for volumes, and
+// the name messages use. Every command works on one rank, which the input
+// file decides; the code below is written once for both.
 
+using gs::tool::HostTensor;
+using gs::tool::sample;
+using gs::tool::sample_backward;
+
+template <std::size_t Rank>
 struct Operand {
   std::string name;  // "input", "grid", ... as used in messages
-  gs::host::Tensor tensor;
+  HostTensor<Rank> tensor;
 };
 
-// Reads a 4-D tensor from a .npy file.
-gs::Status load(const std::string& name, const std::string& path, Operand* out) {
+// A .npy file as read, before its rank is known.
+struct File {
+  std::string name, path;
   gs::npy::Array array;
-  if (gs::Status s = gs::npy::read(path, &array); !s.ok()) return s;
-  if (array.shape.size() != 4) {
-    return error(name + ": expected 4 dimensions, got " + std::to_string(array.shape.size()) + " (" + path +
-                 " has shape " + shape_string(array.shape) + ")");
-  }
+};
+
+gs::Status read_file(const std::string& name, const std::string& path, File* out) {
   out->name = name;
-  const gs::Shape4 shape{array.shape[0], array.shape[1], array.shape[2], array.shape[3]};
-  out->tensor = gs::host::Tensor(array.dtype, shape, std::move(array.data));
+  out->path = path;
+  return gs::npy::read(path, &out->array);
+}
+
+// The rank of the call: the input's, 4 (an image) or 5 (a volume).
+gs::Status call_rank(const File& input, std::size_t* rank) {
+  const std::size_t r = input.array.shape.size();
+  if (r != 4 && r != 5) {
+    return error(input.name + ": expected 4 dimensions (an image) or 5 (a volume), got " + std::to_string(r) + " (" +
+                 input.path + " has shape " + shape_string(input.array.shape) + ")");
+  }
+  *rank = r;
+  return gs::Status::Ok();
+}
+
+// Moves a file's data into a tensor of the call's rank.
+template <std::size_t Rank>
+gs::Status take(File&& file, Operand<Rank>* out) {
+  if (file.array.shape.size() != Rank) {
+    return error(file.name + ": expected " + std::to_string(Rank) + " dimensions, got " +
+                 std::to_string(file.array.shape.size()) + " (the call samples " +
+                 (Rank == 4 ? "an image" : "a volume") + "; " + file.path + " has shape " +
+                 shape_string(file.array.shape) + ")");
+  }
+  out->name = file.name;
+  std::array<int64_t, Rank> shape{};
+  std::copy(file.array.shape.begin(), file.array.shape.end(), shape.begin());
+  out->tensor = HostTensor<Rank>(file.array.dtype, shape, std::move(file.array.data));
   return gs::Status::Ok();
 }
 
 // Converts `t` to `dtype` in place, one rounding per element (via double,
 // which holds every value of every source dtype exactly).
-gs::Status convert(Operand* t, gs::DType dtype) {
+template <std::size_t Rank>
+gs::Status convert(Operand<Rank>* t, gs::DType dtype) {
   if (t->tensor.dtype() == dtype) return gs::Status::Ok();
-  gs::host::Tensor converted;
-  if (gs::Status s = gs::host::Tensor::allocate(t->name, dtype, t->tensor.shape(), &converted); !s.ok()) return s;
+  HostTensor<Rank> converted;
+  if (gs::Status s = HostTensor<Rank>::allocate(t->name, dtype, t->tensor.shape(), &converted); !s.ok()) return s;
   converted.assign_from(t->tensor);
   t->tensor = std::move(converted);
   return gs::Status::Ok();
@@ -115,17 +152,18 @@ gs::Status convert(Operand* t, gs::DType dtype) {
 
 // Picks the compute dtype: the one requested, to which every tensor is then
 // converted, or else the one all tensors share.
-gs::Status unify_dtypes(const std::vector<Operand*>& operands, std::optional<gs::DType> requested,
+template <std::size_t Rank>
+gs::Status unify_dtypes(const std::vector<Operand<Rank>*>& operands, std::optional<gs::DType> requested,
                         gs::DType* compute) {
   if (requested) {
-    for (Operand* t : operands) {
+    for (Operand<Rank>* t : operands) {
       if (gs::Status s = convert(t, *requested); !s.ok()) return s;
     }
     *compute = *requested;
     return gs::Status::Ok();
   }
-  const Operand* first = operands.front();
-  for (const Operand* t : operands) {
+  const Operand<Rank>* first = operands.front();
+  for (const Operand<Rank>* t : operands) {
     if (t->tensor.dtype() != first->tensor.dtype()) {
       return error("mixed dtypes: " + first->name + " is " + std::string(gs::to_string(first->tensor.dtype())) +
                    ", " + t->name + " is " + std::string(gs::to_string(t->tensor.dtype())) +
@@ -138,7 +176,8 @@ gs::Status unify_dtypes(const std::vector<Operand*>& operands, std::optional<gs:
 
 // The .npy form of a result: bfloat16 (which .npy lacks) is widened exactly
 // to float32.
-gs::npy::Array to_npy(Operand&& t) {
+template <std::size_t Rank>
+gs::npy::Array to_npy(Operand<Rank>&& t) {
   gs::npy::Array array;
   array.shape.assign(t.tensor.shape().begin(), t.tensor.shape().end());
   if (t.tensor.dtype() != gs::DType::kBFloat16) {
@@ -146,9 +185,9 @@ gs::npy::Array to_npy(Operand&& t) {
     array.data = t.tensor.release();
     return array;
   }
-  gs::host::Tensor widened(gs::DType::kFloat32, t.tensor.shape());
+  HostTensor<Rank> widened(gs::DType::kFloat32, t.tensor.shape());
   widened.assign_from(t.tensor);
-  t.tensor = gs::host::Tensor();
+  t.tensor = HostTensor<Rank>();
   array.dtype = gs::DType::kFloat32;
   array.data = widened.release();
   return array;
@@ -239,38 +278,55 @@ struct ForwardArgs {
   SamplingArgs sampling;
 };
 
+template <std::size_t Rank>
+gs::Status run_forward_rank(File&& input_file, File&& grid_file, const gs::Options& options,
+                            std::optional<gs::DType> requested, const std::string& out_path) {
+  Operand<Rank> input, grid;
+  if (gs::Status s = take(std::move(input_file), &input); !s.ok()) return s;
+  if (gs::Status s = take(std::move(grid_file), &grid); !s.ok()) return s;
+  gs::DType dtype = gs::DType::kFloat32;
+  if (gs::Status s = unify_dtypes<Rank>({&input, &grid}, requested, &dtype); !s.ok()) return s;
+
+  // Output (N, C, [Dout,] Hout, Wout): the input's N and C, the grid's sizes.
+  Operand<Rank> output{"output", {}};
+  std::array<int64_t, Rank> out_shape{};
+  out_shape[0] = input.tensor.shape()[0];
+  out_shape[1] = input.tensor.shape()[1];
+  for (std::size_t d = 2; d < Rank; ++d) out_shape[d] = grid.tensor.shape()[d - 1];
+  if (gs::Status s = HostTensor<Rank>::allocate(output.name, dtype, out_shape, &output.tensor); !s.ok()) return s;
+  if (gs::Status s = sample(input.tensor.view(), grid.tensor.view(), output.tensor.mutable_view(), options); !s.ok()) {
+    return s;
+  }
+  std::vector<PendingOutput> outputs;
+  outputs.push_back({out_path, to_npy(std::move(output))});
+  return write_all(outputs);
+}
+
 gs::Status run_forward(const ForwardArgs& args) {
   gs::Options options;
   std::optional<gs::DType> requested;
   if (gs::Status s = resolve_sampling(args.sampling, &options, &requested); !s.ok()) return s;
-  Operand input, grid;
-  if (gs::Status s = load("input", args.input, &input); !s.ok()) return s;
-  if (gs::Status s = load("grid", args.grid, &grid); !s.ok()) return s;
-  gs::DType dtype = gs::DType::kFloat32;
-  if (gs::Status s = unify_dtypes({&input, &grid}, requested, &dtype); !s.ok()) return s;
-
-  Operand output{"output", {}};
-  const gs::Shape4& in_shape = input.tensor.shape();
-  const gs::Shape4& grid_shape = grid.tensor.shape();
-  const gs::Shape4 out_shape{in_shape[0], in_shape[1], grid_shape[1], grid_shape[2]};
-  if (gs::Status s = gs::host::Tensor::allocate(output.name, dtype, out_shape, &output.tensor); !s.ok()) return s;
-  if (gs::Status s = gs::grid_sampler_2d(input.tensor.view(), grid.tensor.view(), output.tensor.mutable_view(), options);
-      !s.ok()) {
-    return s;
-  }
-  std::vector<PendingOutput> outputs;
-  outputs.push_back({args.out, to_npy(std::move(output))});
-  return write_all(outputs);
+  File input, grid;
+  if (gs::Status s = read_file("input", args.input, &input); !s.ok()) return s;
+  if (gs::Status s = read_file("grid", args.grid, &grid); !s.ok()) return s;
+  std::size_t rank = 4;
+  if (gs::Status s = call_rank(input, &rank); !s.ok()) return s;
+  return rank == 4 ? run_forward_rank<4>(std::move(input), std::move(grid), options, requested, args.out)
+                   : run_forward_rank<5>(std::move(input), std::move(grid), options, requested, args.out);
 }
 
 Command add_forward_command(CLI::App& app) {
   auto args = std::make_shared<ForwardArgs>();
-  CLI::App* cmd = app.add_subcommand("forward", "Sample an image at grid positions (grid_sample)");
-  cmd->add_option("--input", args->input, "Image, shape (N, C, Hin, Win)")->required()->type_name("X.npy");
-  cmd->add_option("--grid", args->grid, "Sampling positions (x, y) in [-1, 1], shape (N, Hout, Wout, 2)")
+  CLI::App* cmd = app.add_subcommand("forward", "Sample an image or a volume at grid positions (grid_sample)");
+  cmd->add_option("--input", args->input, "Image (N, C, Hin, Win) or volume (N, C, Din, Hin, Win)")
+      ->required()
+      ->type_name("X.npy");
+  cmd->add_option("--grid", args->grid,
+                  "Sampling positions in [-1, 1]: (x, y), shape (N, Hout, Wout, 2), for an image; (x, y, z), shape "
+                  "(N, Dout, Hout, Wout, 3), for a volume (x indexes W, y H, z D)")
       ->required()
       ->type_name("G.npy");
-  cmd->add_option("--out", args->out, "Output, shape (N, C, Hout, Wout)")->required()->type_name("Y.npy");
+  cmd->add_option("--out", args->out, "Output, shape (N, C, Hout, Wout) or (N, C, Dout, Hout, Wout)")->required()->type_name("Y.npy");
   add_sampling_options(cmd, &args->sampling);
   cmd->footer(kOutputNote);
   return {cmd, [args] { return run_forward(*args); }};
@@ -284,6 +340,41 @@ struct BackwardArgs {
   SamplingArgs sampling;
 };
 
+template <std::size_t Rank>
+gs::Status run_backward_rank(File&& grad_file, File&& input_file, File&& grid_file, const gs::Options& options,
+                             std::optional<gs::DType> requested, gs::OutputMask mask, const BackwardArgs& args) {
+  Operand<Rank> grad, input, grid;
+  if (gs::Status s = take(std::move(grad_file), &grad); !s.ok()) return s;
+  if (gs::Status s = take(std::move(input_file), &input); !s.ok()) return s;
+  if (gs::Status s = take(std::move(grid_file), &grid); !s.ok()) return s;
+  gs::DType dtype = gs::DType::kFloat32;
+  if (gs::Status s = unify_dtypes<Rank>({&grad, &input, &grid}, requested, &dtype); !s.ok()) return s;
+
+  Operand<Rank> dx{"dx", {}}, dgrid{"dgrid", {}};
+  gs::BasicTensorView<void*, Rank> dx_view{}, dgrid_view{};
+  if (mask.input) {
+    if (gs::Status s = HostTensor<Rank>::allocate(dx.name, dtype, input.tensor.shape(), &dx.tensor); !s.ok()) {
+      return s;
+    }
+    dx_view = dx.tensor.mutable_view();
+  }
+  if (mask.grid) {
+    if (gs::Status s = HostTensor<Rank>::allocate(dgrid.name, dtype, grid.tensor.shape(), &dgrid.tensor); !s.ok()) {
+      return s;
+    }
+    dgrid_view = dgrid.tensor.mutable_view();
+  }
+  if (gs::Status s = sample_backward(grad.tensor.view(), input.tensor.view(), grid.tensor.view(), dx_view, dgrid_view,
+                                     options, mask);
+      !s.ok()) {
+    return s;
+  }
+  std::vector<PendingOutput> outputs;
+  if (mask.input) outputs.push_back({args.dx, to_npy(std::move(dx))});
+  if (mask.grid) outputs.push_back({args.dgrid, to_npy(std::move(dgrid))});
+  return write_all(outputs);
+}
+
 gs::Status run_backward(const BackwardArgs& args) {
   gs::Options options;
   std::optional<gs::DType> requested;
@@ -296,46 +387,28 @@ gs::Status run_backward(const BackwardArgs& args) {
   }
   const gs::OutputMask mask{!args.no_dx, !args.no_dgrid};
 
-  Operand grad, input, grid;
-  if (gs::Status s = load("grad", args.grad, &grad); !s.ok()) return s;
-  if (gs::Status s = load("input", args.input, &input); !s.ok()) return s;
-  if (gs::Status s = load("grid", args.grid, &grid); !s.ok()) return s;
-  gs::DType dtype = gs::DType::kFloat32;
-  if (gs::Status s = unify_dtypes({&grad, &input, &grid}, requested, &dtype); !s.ok()) return s;
-
-  Operand dx{"dx", {}}, dgrid{"dgrid", {}};
-  gs::MutableTensorView dx_view{}, dgrid_view{};
-  if (mask.input) {
-    if (gs::Status s = gs::host::Tensor::allocate(dx.name, dtype, input.tensor.shape(), &dx.tensor); !s.ok()) return s;
-    dx_view = dx.tensor.mutable_view();
-  }
-  if (mask.grid) {
-    if (gs::Status s = gs::host::Tensor::allocate(dgrid.name, dtype, grid.tensor.shape(), &dgrid.tensor); !s.ok()) {
-      return s;
-    }
-    dgrid_view = dgrid.tensor.mutable_view();
-  }
-  if (gs::Status s = gs::grid_sampler_2d_backward(grad.tensor.view(), input.tensor.view(), grid.tensor.view(),
-                                                  dx_view, dgrid_view, options, mask);
-      !s.ok()) {
-    return s;
-  }
-  std::vector<PendingOutput> outputs;
-  if (mask.input) outputs.push_back({args.dx, to_npy(std::move(dx))});
-  if (mask.grid) outputs.push_back({args.dgrid, to_npy(std::move(dgrid))});
-  return write_all(outputs);
+  File grad, input, grid;
+  if (gs::Status s = read_file("grad", args.grad, &grad); !s.ok()) return s;
+  if (gs::Status s = read_file("input", args.input, &input); !s.ok()) return s;
+  if (gs::Status s = read_file("grid", args.grid, &grid); !s.ok()) return s;
+  std::size_t rank = 4;
+  if (gs::Status s = call_rank(input, &rank); !s.ok()) return s;
+  return rank == 4 ? run_backward_rank<4>(std::move(grad), std::move(input), std::move(grid), options, requested,
+                                          mask, args)
+                   : run_backward_rank<5>(std::move(grad), std::move(input), std::move(grid), options, requested,
+                                          mask, args);
 }
 
 Command add_backward_command(CLI::App& app) {
   auto args = std::make_shared<BackwardArgs>();
-  CLI::App* cmd = app.add_subcommand("backward", "Gradients of forward: dx and dgrid (GridSampler2DGrad)");
-  cmd->add_option("--grad", args->grad, "Gradient of the forward output, shape (N, C, Hout, Wout)")
+  CLI::App* cmd = app.add_subcommand("backward", "Gradients of forward: dx and dgrid (GridSampler2DGrad, GridSampler3DGrad)");
+  cmd->add_option("--grad", args->grad, "Gradient of the forward output, shape (N, C, [Dout,] Hout, Wout)")
       ->required()
       ->type_name("GO.npy");
-  cmd->add_option("--input", args->input, "Image of the forward call, shape (N, C, Hin, Win)")
+  cmd->add_option("--input", args->input, "Image or volume of the forward call, shape (N, C, [Din,] Hin, Win)")
       ->required()
       ->type_name("X.npy");
-  cmd->add_option("--grid", args->grid, "Grid of the forward call, shape (N, Hout, Wout, 2)")
+  cmd->add_option("--grid", args->grid, "Grid of the forward call, shape (N, Hout, Wout, 2) or (N, Dout, Hout, Wout, 3)")
       ->required()
       ->type_name("G.npy");
   cmd->add_option("--dx", args->dx, "Output: gradient for input, shape of input (required unless --no-dx)")
@@ -381,24 +454,73 @@ int run_demo_command(const DemoArgs& args) {
 
 // gridsampler bench
 struct BenchArgs {
-  gs::bench::BenchOptions options;
+  int threads = 0;
+  int reps = 20;
   std::string shape = "8,64,64,64,64,64", op = "backward", layout = "nchw";
   std::string input, grid, grad;  // .npy files to time instead of random data
   const CLI::Option* shape_option = nullptr;  // to tell a given --shape from the default
   SamplingArgs sampling;
 };
 
-gs::Status run_bench_command(const BenchArgs& args) {
-  gs::bench::BenchOptions o = args.options;
+// What the bench command has resolved before it knows the rank.
+struct BenchCall {
+  gs::Options options;
   std::optional<gs::DType> requested;
-  if (gs::Status s = resolve_sampling(args.sampling, &o.options, &requested); !s.ok()) return s;
-  o.options.num_threads = args.options.options.num_threads;
-  if (o.options.num_threads < 0) return error("--threads: must be 0 (all) or positive");
-  if (o.options.num_threads > gs::max_threads()) {
-    return error("--threads: at most " + std::to_string(gs::max_threads()) + " on this machine, got " +
-                 std::to_string(o.options.num_threads));
+  bool backward = true, channels_last = false;
+  std::vector<int64_t> dims;  // --shape's numbers (6 or 8), or empty: the files'
+  File input, grid, grad;     // those given (non-empty path)
+};
+
+template <std::size_t Rank>
+gs::Status run_bench_rank(const BenchArgs& args, BenchCall&& call) {
+  gs::bench::BenchOptions<Rank> o;
+  o.options = call.options;
+  o.backward = call.backward;
+  o.channels_last = call.channels_last;
+  o.reps = args.reps;
+  o.dtype = call.requested.value_or(gs::DType::kFloat32);
+  // Data from files: checked against each other (the same dtype unless
+  // --dtype converts them), and without --shape the shape is theirs.
+  Operand<Rank> input, grid, grad;
+  std::vector<Operand<Rank>*> given;
+  for (auto [file, operand] : {std::pair{&call.input, &input}, std::pair{&call.grid, &grid},
+                               std::pair{&call.grad, &grad}}) {
+    if (file->path.empty()) continue;
+    if (gs::Status s = take(std::move(*file), operand); !s.ok()) return s;
+    given.push_back(operand);
   }
-  o.dtype = requested.value_or(gs::DType::kFloat32);
+  if (!given.empty()) {
+    gs::DType dtype = gs::DType::kFloat32;
+    if (gs::Status s = unify_dtypes<Rank>(given, call.requested, &dtype); !s.ok()) return s;
+    o.dtype = dtype;
+  }
+  if (call.dims.empty()) {  // N, C, the input's sizes, the grid's
+    const auto& x = input.tensor.shape();
+    const auto& g = grid.tensor.shape();
+    o.shape[0] = x[0];
+    o.shape[1] = x[1];
+    for (std::size_t i = 0; i < Rank - 2; ++i) {
+      o.shape[2 + i] = x[2 + i];
+      o.shape[Rank + i] = g[1 + i];
+    }
+  } else {
+    std::copy(call.dims.begin(), call.dims.end(), o.shape.begin());
+  }
+  if (!args.input.empty()) o.input = &input.tensor;
+  if (!args.grid.empty()) o.grid = &grid.tensor;
+  if (!args.grad.empty()) o.grad = &grad.tensor;
+  return gs::bench::run_bench(o, std::cout);
+}
+
+gs::Status run_bench_command(const BenchArgs& args) {
+  BenchCall call;
+  if (gs::Status s = resolve_sampling(args.sampling, &call.options, &call.requested); !s.ok()) return s;
+  call.options.num_threads = args.threads;
+  if (args.threads < 0) return error("--threads: must be 0 (all) or positive");
+  if (args.threads > gs::max_threads()) {
+    return error("--threads: at most " + std::to_string(gs::max_threads()) + " on this machine, got " +
+                 std::to_string(args.threads));
+  }
   std::vector<int64_t> dims;
   std::size_t at = 0;
   while (at <= args.shape.size()) {
@@ -406,45 +528,45 @@ gs::Status run_bench_command(const BenchArgs& args) {
     const std::string part = args.shape.substr(at, comma - at);
     char* end = nullptr;
     const long long v = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || v < 0) break;
+    if (part.empty() || *end != '\0' || v < 0) {
+      dims.clear();
+      break;
+    }
     dims.push_back(v);
     at = comma + 1;
   }
-  if (dims.size() != 6) return error("--shape: expected N,C,Hin,Win,Hout,Wout (six non-negative integers), got '" + args.shape + "'");
-  std::copy(dims.begin(), dims.end(), o.shape.begin());
+  if (dims.size() != 6 && dims.size() != 8) {
+    return error("--shape: expected N,C,Hin,Win,Hout,Wout (six non-negative integers) or N,C,Din,Hin,Win,Dout,Hout,Wout "
+                 "(eight, a volume), got '" + args.shape + "'");
+  }
   if (args.op != "backward" && args.op != "forward") return error("--op: expected forward or backward, got '" + args.op + "'");
-  o.backward = args.op == "backward";
-  if (!args.grad.empty() && !o.backward) return error("--grad: only --op backward takes one");
+  call.backward = args.op == "backward";
+  if (!args.grad.empty() && !call.backward) return error("--grad: only --op backward takes one");
+  if (args.layout != "nchw" && args.layout != "nhwc" && args.layout != "ncdhw" && args.layout != "ndhwc") {
+    return error("--layout: expected nchw or nhwc (volumes: ncdhw or ndhwc), got '" + args.layout + "'");
+  }
+  call.channels_last = args.layout == "nhwc" || args.layout == "ndhwc";
 
-  // Data from files: read, checked against each other (the same dtype unless
-  // --dtype converts them), and without --shape the shape is theirs.
-  Operand input, grid, grad;
-  std::vector<Operand*> given;
-  for (auto [name, path, operand] : {std::tuple{"input", &args.input, &input}, std::tuple{"grid", &args.grid, &grid},
-                                     std::tuple{"grad", &args.grad, &grad}}) {
+  for (auto [name, path, file] : {std::tuple{"input", &args.input, &call.input}, std::tuple{"grid", &args.grid, &call.grid},
+                                  std::tuple{"grad", &args.grad, &call.grad}}) {
     if (path->empty()) continue;
-    if (gs::Status s = load(name, *path, operand); !s.ok()) return s;
-    given.push_back(operand);
+    if (gs::Status s = read_file(name, *path, file); !s.ok()) return s;
   }
-  if (!given.empty()) {
-    gs::DType dtype = gs::DType::kFloat32;
-    if (gs::Status s = unify_dtypes(given, requested, &dtype); !s.ok()) return s;
-    o.dtype = dtype;
-  }
-  if (args.shape_option->count() == 0 && !given.empty()) {
+  const bool files = !args.input.empty() || !args.grid.empty() || !args.grad.empty();
+  // The rank: --shape's when given (6 numbers: an image, 8: a volume), else
+  // the input file's.
+  std::size_t rank = dims.size() == 6 ? 4 : 5;
+  if (args.shape_option->count() > 0) {
+    call.dims = std::move(dims);
+  } else if (files) {
     if (args.input.empty() || args.grid.empty()) {
       return error("--input and --grid together give the shape; with only one of them, give --shape too");
     }
-    const gs::Shape4& x = input.tensor.shape();
-    const gs::Shape4& g = grid.tensor.shape();
-    o.shape = {x[0], x[1], x[2], x[3], g[1], g[2]};
+    if (gs::Status s = call_rank(call.input, &rank); !s.ok()) return s;
+  } else {
+    call.dims = std::move(dims);  // the default shape
   }
-  if (!args.input.empty()) o.input = &input.tensor;
-  if (!args.grid.empty()) o.grid = &grid.tensor;
-  if (!args.grad.empty()) o.grad = &grad.tensor;
-  if (args.layout != "nchw" && args.layout != "nhwc") return error("--layout: expected nchw or nhwc, got '" + args.layout + "'");
-  o.channels_last = args.layout == "nhwc";
-  return gs::bench::run_bench(o, std::cout);
+  return rank == 4 ? run_bench_rank<4>(args, std::move(call)) : run_bench_rank<5>(args, std::move(call));
 }
 
 Command add_bench_command(CLI::App& app) {
@@ -452,23 +574,24 @@ Command add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Time forward or backward on random data or .npy files; print one JSON line");
   args->shape_option =
       cmd->add_option("--shape", args->shape,
-                      "N,C,Hin,Win,Hout,Wout (default: that of the --input and --grid files, else 8,64,64,64,64,64)")
+                      "N,C,Hin,Win,Hout,Wout for images, N,C,Din,Hin,Win,Dout,Hout,Wout for volumes (default: that "
+                      "of the --input and --grid files, else 8,64,64,64,64,64)")
           ->type_name("DIMS");
-  cmd->add_option("--input", args->input, "Time on this image, shape (N, C, Hin, Win), instead of random values")
+  cmd->add_option("--input", args->input, "Time on this image (N, C, Hin, Win) or volume (N, C, Din, Hin, Win) instead of random values")
       ->type_name("X.npy");
-  cmd->add_option("--grid", args->grid, "Time on this grid, shape (N, Hout, Wout, 2), instead of random values")
+  cmd->add_option("--grid", args->grid, "Time on this grid, (N, Hout, Wout, 2) or (N, Dout, Hout, Wout, 3), instead of random values")
       ->type_name("G.npy");
-  cmd->add_option("--grad", args->grad, "Backward: time on this output gradient, shape (N, C, Hout, Wout)")
+  cmd->add_option("--grad", args->grad, "Backward: time on this output gradient, (N, C, Hout, Wout) or (N, C, Dout, Hout, Wout)")
       ->type_name("GO.npy");
   cmd->add_option("--op", args->op, "backward (default) or forward")->type_name("OP");
   add_sampling_options(cmd, &args->sampling);
-  cmd->add_option("--layout", args->layout, "nchw (default) or nhwc: memory of input, grad, output and dx")
+  cmd->add_option("--layout", args->layout, "nchw (default) or nhwc (volumes: ncdhw or ndhwc; either name works): memory of input, grad, output and dx")
       ->type_name("LAYOUT");
-  cmd->add_option("--threads", args->options.options.num_threads,
+  cmd->add_option("--threads", args->threads,
                   "Threads, at most " + std::to_string(gs::max_threads()) +
                       " on this machine; 0 = OpenMP's default (OMP_NUM_THREADS), capped so (default: 0)")
       ->type_name("T");
-  cmd->add_option("--reps", args->options.reps, "Timed repetitions after one warm-up (default: 20)")->type_name("R");
+  cmd->add_option("--reps", args->reps, "Timed repetitions after one warm-up (default: 20)")->type_name("R");
   cmd->footer("Data: the --input, --grid and --grad files where given (converted to --dtype, stored in --layout); "
               "otherwise input and grad uniform in [-1, 1], grid uniform in [-1.1, 1.1], fixed seed. gbps counts the "
               "bytes of all inputs and outputs once each, divided by the median time. --dtype defaults to the "
@@ -518,7 +641,7 @@ Command add_register_command(CLI::App& app) {
 }
 
 int run_main(int argc, char** argv) {
-  CLI::App app{"gridsampler: 2-D grid sampling (PyTorch's grid_sample) and its gradient, on .npy files.",
+  CLI::App app{"gridsampler: 2-D and 3-D grid sampling (PyTorch's grid_sample) and its gradient, on .npy files.",
                "gridsampler"};
   app.set_version_flag("--version", "gridsampler " GRIDSAMPLER_VERSION);
   app.require_subcommand(1);

@@ -2,6 +2,7 @@
 // live handle from a freed or foreign one, and the thread's last error.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -27,13 +28,27 @@ struct aclBoolArray {
   std::vector<bool> values;
 };
 
+namespace gridsampler::aclnn {
+// The tensors of one call as views of the operator's rank (4: images, 5:
+// volumes); those the call does not use stay empty.
+template <std::size_t Rank>
+struct Operands {
+  BasicTensorView<const void*, Rank> grad, input, grid;
+  BasicTensorView<void*, Rank> out, dx, dgrid;
+};
+}  // namespace gridsampler::aclnn
+
+// A plan of either rank: the problem and the kernels' plan are the same types
+// for images and volumes (Problem::volume tells them apart); only the views
+// differ, and `rank` says which set holds them.
 struct aclOpExecutor {
   enum class Kind { kForward, kBackward } kind = Kind::kForward;
+  int rank = 4;
   gridsampler::detail::Problem problem;
   gridsampler::cpu::ForwardPlan forward;
   gridsampler::cpu::BackwardPlan backward;
-  gridsampler::TensorView grad, input, grid;
-  gridsampler::MutableTensorView out, dx, dgrid;
+  gridsampler::aclnn::Operands<4> image;
+  gridsampler::aclnn::Operands<5> volume;
   uint64_t workspace_bytes = 0;
 };
 

@@ -46,6 +46,11 @@ BasicTensorView<Ptr> merged(Ptr data, DType dtype, const Shape5& shape, const Sh
 
 }  // namespace
 
+Shape4 merged_strides(const Shape5& shape, const Shape5& strides, int dim) {
+  const Shape5& s = dims_merge(shape, strides, dim) ? strides : contiguous_strides_5d(shape);
+  return merged(static_cast<const void*>(nullptr), DType::kFloat32, shape, s, dim).strides;
+}
+
 bool dims_merge(const Shape5& shape, const Shape5& strides, int dim) {
   return shape[dim] == 1 || shape[dim + 1] == 1 || strides[dim] == shape[dim + 1] * strides[dim + 1];
 }

@@ -20,6 +20,12 @@ namespace gridsampler::cpu {
 // Whether dimensions `dim` and `dim + 1` of a 5-D view merge.
 bool dims_merge(const Shape5& shape, const Shape5& strides, int dim);
 
+// The strides of the 4-D view the drivers read for a 5-D view of `shape` and
+// `strides` (merged at `dim`, or, when the dimensions do not merge, of its
+// packed contiguous copy): the same numbers VolumeViews gives, from shapes
+// and strides alone, so that a plan can be made before any data is touched.
+Shape4 merged_strides(const Shape5& shape, const Shape5& strides, int dim);
+
 // Sets every element of a 5-D view to +0.0 (all-zero bits in every dtype).
 void zero_volume(const MutableVolumeView& v);
 

@@ -78,7 +78,9 @@ typedef enum aclFormat ACL_ENUM_BASE {
   ACL_FORMAT_UNDEFINED = -1,
   ACL_FORMAT_NCHW = 0,
   ACL_FORMAT_NHWC = 1,
-  ACL_FORMAT_ND = 2
+  ACL_FORMAT_ND = 2,
+  ACL_FORMAT_NDHWC = 27,
+  ACL_FORMAT_NCDHW = 30
 } aclFormat;
 
 typedef enum aclrtMemcpyKind ACL_ENUM_BASE {
@@ -96,8 +98,11 @@ typedef enum aclrtMemMallocPolicy ACL_ENUM_BASE {
 
 /* ---- Tensors --------------------------------------------------------------
  * viewDims are logical: (N, C, H, W) for images, (N, H, W, 2) for grids,
- * whatever the format tag; strides (in elements; NULL means row-major) carry
- * the memory layout, so channels-last is an NCHW view with NHWC strides.
+ * (N, C, D, H, W) for volumes and (N, D, H, W, 3) for their grids, whatever
+ * the format tag; strides (in elements; NULL means row-major) carry the
+ * memory layout, so channels-last is an NCHW (NCDHW) view with NHWC (NDHWC)
+ * strides. The 2-D operators take the formats NCHW, NHWC and ND, the 3-D
+ * ones NCDHW, NDHWC and ND.
  * `offset` (elements) is where the view starts in the storage, whose extent
  * is the product of storageDims; a view that reaches outside its storage is
  * rejected when an operator is planned. The tensor does not own tensorData.
