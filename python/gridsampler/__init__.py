@@ -280,6 +280,7 @@ def grid_sample_double_backward(gg_dx: Any, gg_dgrid: Any, grad: Any, input: Any
     ``<gg_dx, dx> + <gg_dgrid, dgrid>`` with respect to grad, input and grid.
     Either incoming gradient may be None (zeros); an output whose
     ``output_mask`` entry is False is not computed and returned as None.
+    Images (4-D input) and volumes (5-D input) alike.
     """
     _check_options(mode, padding_mode)
     num_threads = _num_threads(num_threads)
@@ -289,17 +290,18 @@ def grid_sample_double_backward(gg_dx: Any, gg_dgrid: Any, grad: Any, input: Any
     grad, input, grid = _coerce("grad", grad), _coerce("input", input), _coerce("grid", grid)
     gg_dx = None if gg_dx is None else _coerce("gg_dx", gg_dx)
     gg_dgrid = None if gg_dgrid is None else _coerce("gg_dgrid", gg_dgrid)
-    in_shape = _check_ndim("input", input)
-    grid_shape = _check_ndim("grid", grid)
-    grad_shape = _check_ndim("grad", grad)
+    rank = _input_rank(input)
+    in_shape = _check_ndim("input", input, rank)
+    grid_shape = _check_ndim("grid", grid, rank)
+    grad_shape = _check_ndim("grad", grad, rank)
     if gg_dx is not None:
-        _check_ndim("gg_dx", gg_dx)
+        _check_ndim("gg_dx", gg_dx, rank)
     if gg_dgrid is not None:
-        _check_ndim("gg_dgrid", gg_dgrid)
+        _check_ndim("gg_dgrid", gg_dgrid, rank)
     frame = _Frame(input)
     outs = [frame.empty(shape) if w else None
             for shape, w in zip((grad_shape, in_shape, grid_shape), want)]
-    frame.call(_C.double_backward,
+    frame.call(_C.double_backward if rank == 4 else _C.double_backward_3d,
                ("gg_dx", "gg_dgrid", "grad", "input", "grid", "d_grad", "d_input", "d_grid"),
                (gg_dx, gg_dgrid, grad, input, grid, *outs), mode, padding_mode,
                bool(align_corners), num_threads=num_threads)

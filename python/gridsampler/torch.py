@@ -25,16 +25,15 @@ computation is registered as ``torch.library`` custom operators with fake
     gridsampler::grid_sampler_3d_backward(Tensor grad, Tensor input, Tensor grid,
                                           str mode, str padding_mode, bool align_corners,
                                           bool[] output_mask) -> (Tensor, Tensor)
+    gridsampler::grid_sampler_3d_double_backward(...)  (as the 2-D one, on volumes)
 
 The backward operators return an empty tensor (shape (0,)) for an output their
-``output_mask`` leaves out. The 2-D backward's autograd formula is
-gridsampler's native double backward, so ``create_graph=True`` gradients can
-be differentiated again (gradient penalties); a third order raises a
-RuntimeError saying it is not supported. The 3-D backward's autograd formula
-is **delegated**, not native: it differentiates PyTorch's own
-``aten::grid_sampler_3d_backward`` under autograd, so second order on volumes
-gives PyTorch's numbers at PyTorch's speed (and a third order whatever PyTorch
-does); the switch's second order on volumes is PyTorch's formula too. The
+``output_mask`` leaves out. The backward operators' autograd formula is
+gridsampler's native double backward (images and volumes), so
+``create_graph=True`` gradients can be differentiated again (gradient
+penalties); a third order raises a RuntimeError saying it is not supported.
+Under the switch, second order on volumes is PyTorch's own formula, whose
+first-order calls run on gridsampler. The
 operators use ``torch.get_num_threads()``
 threads, capped at ``gridsampler.max_threads()`` (results do not depend on
 the count). Needs torch >= 2.4.
@@ -178,33 +177,48 @@ def _(grad: Tensor, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
     return _backward_fake(4, input, grid, mode, padding_mode, output_mask)
 
 
+def _double_backward_impl(rank: int, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor],
+                          grad: Tensor, input: Tensor, grid: Tensor, mode: str,
+                          padding_mode: str, align_corners: bool,
+                          output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor, Tensor]:
+    _check_tensors(input, grid, rank)
+    want = [bool(m) for m in output_mask]
+    outs = [torch.empty(shape if w else (0,), dtype=input.dtype, device=input.device)
+            for shape, w in zip((grad.shape, input.shape, grid.shape), want)]
+    fn = _C.double_backward if rank == 4 else _C.double_backward_3d
+    fn(None if gg_dx is None else _readable(gg_dx),
+       None if gg_dgrid is None else _readable(gg_dgrid),
+       _readable(grad), _readable(input), _readable(grid),
+       *(o if w else None for o, w in zip(outs, want)),
+       mode, padding_mode, align_corners, num_threads=_threads())
+    return outs[0], outs[1], outs[2]
+
+
+def _double_backward_fake(rank: int, input: Tensor, grid: Tensor, grad: Tensor, mode: str,
+                          padding_mode: str,
+                          output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor, Tensor]:
+    _check_options(mode, padding_mode)
+    _check_tensors(input, grid, rank)
+    want = [bool(m) for m in output_mask]
+    return tuple(input.new_empty(shape if w else (0,))  # type: ignore[return-value]
+                 for shape, w in zip((grad.shape, input.shape, grid.shape), want))
+
+
 @torch.library.custom_op("gridsampler::grid_sampler_2d_double_backward", mutates_args=(),
                          device_types="cpu")
 def grid_sampler_2d_double_backward(gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor],
                                     grad: Tensor, input: Tensor, grid: Tensor, mode: str,
                                     padding_mode: str, align_corners: bool,
                                     output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor, Tensor]:
-    _check_tensors(input, grid)
-    want = [bool(m) for m in output_mask]
-    outs = [torch.empty(shape if w else (0,), dtype=input.dtype, device=input.device)
-            for shape, w in zip((grad.shape, input.shape, grid.shape), want)]
-    _C.double_backward(None if gg_dx is None else _readable(gg_dx),
-                       None if gg_dgrid is None else _readable(gg_dgrid),
-                       _readable(grad), _readable(input), _readable(grid),
-                       *(o if w else None for o, w in zip(outs, want)),
-                       mode, padding_mode, align_corners, num_threads=_threads())
-    return outs[0], outs[1], outs[2]
+    return _double_backward_impl(4, gg_dx, gg_dgrid, grad, input, grid, mode, padding_mode,
+                                 align_corners, output_mask)
 
 
 @grid_sampler_2d_double_backward.register_fake
 def _(gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor], grad: Tensor, input: Tensor,
       grid: Tensor, mode: str, padding_mode: str, align_corners: bool,
       output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor, Tensor]:
-    _check_options(mode, padding_mode)
-    _check_tensors(input, grid)
-    want = [bool(m) for m in output_mask]
-    return tuple(input.new_empty(shape if w else (0,))  # type: ignore[return-value]
-                 for shape, w in zip((grad.shape, input.shape, grid.shape), want))
+    return _double_backward_fake(4, input, grid, grad, mode, padding_mode, output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output) -> None:
@@ -220,25 +234,32 @@ def _incoming(gg: Optional[Tensor], wanted: bool) -> Optional[Tensor]:
     return gg if wanted and gg is not None and gg.numel() > 0 else None
 
 
-def _backward_backward(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
-    grad, input, grid = ctx.saved_tensors
-    want = list(ctx.needs_input_grad[:3])
-    results: list = [None, None, None]
-    if any(want):
-        results = list(grid_sampler_2d_double_backward(
-            _incoming(gg_dx, ctx.output_mask[0]), _incoming(gg_dgrid, ctx.output_mask[1]),
-            grad, input, grid, *ctx.options, want))
-    return (*(r if w else None for r, w in zip(results, want)), None, None, None, None)
+def _second_order(double_backward_op):
+    """The autograd formula of a backward operator: its native double backward,
+    asked only for the gradients that are needed."""
+
+    def backward_backward(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
+        grad, input, grid = ctx.saved_tensors
+        want = list(ctx.needs_input_grad[:3])
+        results: list = [None, None, None]
+        if any(want):
+            results = list(double_backward_op(
+                _incoming(gg_dx, ctx.output_mask[0]), _incoming(gg_dgrid, ctx.output_mask[1]),
+                grad, input, grid, *ctx.options, want))
+        return (*(r if w else None for r, w in zip(results, want)), None, None, None, None)
+
+    return backward_backward
 
 
-grid_sampler_2d_backward.register_autograd(_backward_backward,
+grid_sampler_2d_backward.register_autograd(_second_order(grid_sampler_2d_double_backward),
                                            setup_context=_backward_setup_context)
 
 
 def _third_order(ctx, *grads):
     raise RuntimeError(
         "gridsampler: third-order gradients of grid_sample are not supported (the double "
-        "backward, gridsampler::grid_sampler_2d_double_backward, is not differentiable)")
+        "backward, gridsampler::grid_sampler_2d_double_backward or "
+        "gridsampler::grid_sampler_3d_double_backward, is not differentiable)")
 
 
 def _no_setup(ctx, inputs, output) -> None:
@@ -302,49 +323,26 @@ def _(grad: Tensor, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
     return _backward_fake(5, input, grid, mode, padding_mode, output_mask)
 
 
-def _backward_backward_3d(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
-    """Second order on volumes, delegated to PyTorch (there is no native 3-D
-    double backward): the gradients of <gg_dx, dx> + <gg_dgrid, dgrid> are
-    those of PyTorch's ``aten::grid_sampler_3d_backward`` recomputed under
-    autograd, with its own derivative formula. Runs in the autograd engine,
-    not inside an operator, so with ``create_graph=True`` the result stays on
-    the graph through PyTorch's nodes (the saved tensors keep their history),
-    and a third order is PyTorch's too."""
-    grad, input, grid = ctx.saved_tensors
-    want = list(ctx.needs_input_grad[:3])
-    none = (None,) * 7
-    if not any(want):
-        return none
-    create_graph = torch.is_grad_enabled()
-    mode, padding_mode, align_corners = ctx.options
-    with torch.enable_grad():
-        # A tensor that needs a gradient requires grad already: it enters as
-        # a fresh view, so autograd.grad below gives the partial derivatives
-        # at those views and stops there (grad may itself depend on input or
-        # grid; the engine outside carries the rest), while with
-        # create_graph the results stay functions of the saved tensors. The
-        # others are read as constants.
-        args = [t.view_as(t) if w else t.detach() for t, w in zip((grad, input, grid), want)]
-        dx, dgrid = torch.ops.aten.grid_sampler_3d_backward(
-            *args, MODES.index(mode), PADDING_MODES.index(padding_mode), align_corners,
-            ctx.output_mask)
-        pairs = [(o, gg) for o, gg, m in ((dx, gg_dx, ctx.output_mask[0]),
-                                          (dgrid, gg_dgrid, ctx.output_mask[1]))
-                 if m and o is not None and o.requires_grad and _incoming(gg, True) is not None]
-        if not pairs:
-            return none
-        inputs = [a for a, w in zip(args, want) if w]
-        # retain_graph: the views link this local graph to the saved tensors'
-        # graph, which the engine outside still walks after this call (without
-        # it a plain second-order backward finds buffers already freed).
-        found = iter(torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
-                                         allow_unused=True, create_graph=create_graph,
-                                         retain_graph=True))
-    results = [next(found) if w else None for w in want]
-    return (*results, None, None, None, None)
+@torch.library.custom_op("gridsampler::grid_sampler_3d_double_backward", mutates_args=(),
+                         device_types="cpu")
+def grid_sampler_3d_double_backward(gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor],
+                                    grad: Tensor, input: Tensor, grid: Tensor, mode: str,
+                                    padding_mode: str, align_corners: bool,
+                                    output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor, Tensor]:
+    return _double_backward_impl(5, gg_dx, gg_dgrid, grad, input, grid, mode, padding_mode,
+                                 align_corners, output_mask)
 
 
-grid_sampler_3d_backward.register_autograd(_backward_backward_3d,
+@grid_sampler_3d_double_backward.register_fake
+def _(gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor], grad: Tensor, input: Tensor,
+      grid: Tensor, mode: str, padding_mode: str, align_corners: bool,
+      output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor, Tensor]:
+    return _double_backward_fake(5, input, grid, grad, mode, padding_mode, output_mask)
+
+
+grid_sampler_3d_double_backward.register_autograd(_third_order, setup_context=_no_setup)
+
+grid_sampler_3d_backward.register_autograd(_second_order(grid_sampler_3d_double_backward),
                                            setup_context=_backward_setup_context)
 
 

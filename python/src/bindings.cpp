@@ -165,6 +165,10 @@ struct Sampler<4> {
                              gs::OutputMask mask) {
     return gs::grid_sampler_2d_backward(g, in, grid, dx, dgrid, o, mask);
   }
+  static gs::Status double_backward(In gg_dx, In gg_dgrid, In g, In in, In grid, Out d_grad, Out d_input,
+                                    Out d_grid, const gs::Options& o, gs::DoubleBackwardMask mask) {
+    return gs::grid_sampler_2d_double_backward(gg_dx, gg_dgrid, g, in, grid, d_grad, d_input, d_grid, o, mask);
+  }
 };
 
 template <>
@@ -177,6 +181,10 @@ struct Sampler<5> {
   static gs::Status backward(In g, In in, In grid, Out dx, Out dgrid, const gs::Options& o,
                              gs::OutputMask mask) {
     return gs::grid_sampler_3d_backward(g, in, grid, dx, dgrid, o, mask);
+  }
+  static gs::Status double_backward(In gg_dx, In gg_dgrid, In g, In in, In grid, Out d_grad, Out d_input,
+                                    Out d_grid, const gs::Options& o, gs::DoubleBackwardMask mask) {
+    return gs::grid_sampler_3d_double_backward(gg_dx, gg_dgrid, g, in, grid, d_grad, d_input, d_grid, o, mask);
   }
 };
 
@@ -227,26 +235,28 @@ void backward(const InArray& grad, const InArray& input, const InArray& grid,
   raise_if_error(s);
 }
 
+template <std::size_t Rank>
 void double_backward(const std::optional<InArray>& gg_dx, const std::optional<InArray>& gg_dgrid,
                      const InArray& grad, const InArray& input, const InArray& grid,
                      const std::optional<OutArray>& d_grad, const std::optional<OutArray>& d_input,
                      const std::optional<OutArray>& d_grid, std::string_view mode, std::string_view padding,
                      bool align_corners, int num_threads, bool bf16) {
+  using S = Sampler<Rank>;
   const gs::Options options = to_options(mode, padding, align_corners, num_threads);
-  const auto g = to_view<gs::TensorView>("grad", grad, bf16);
-  const auto in = to_view<gs::TensorView>("input", input, bf16);
-  const auto gr = to_view<gs::TensorView>("grid", grid, bf16);
-  gs::TensorView ggx{nullptr, in.dtype, {}, {}}, ggg{nullptr, in.dtype, {}, {}};  // absent: zeros
-  if (gg_dx) ggx = to_view<gs::TensorView>("gg_dx", *gg_dx, bf16);
-  if (gg_dgrid) ggg = to_view<gs::TensorView>("gg_dgrid", *gg_dgrid, bf16);
+  const auto g = to_view<typename S::In>("grad", grad, bf16);
+  const auto in = to_view<typename S::In>("input", input, bf16);
+  const auto gr = to_view<typename S::In>("grid", grid, bf16);
+  typename S::In ggx{nullptr, in.dtype, {}, {}}, ggg{nullptr, in.dtype, {}, {}};  // absent: zeros
+  if (gg_dx) ggx = to_view<typename S::In>("gg_dx", *gg_dx, bf16);
+  if (gg_dgrid) ggg = to_view<typename S::In>("gg_dgrid", *gg_dgrid, bf16);
   gs::DoubleBackwardMask mask;
   mask.grad = d_grad.has_value();
   mask.input = d_input.has_value();
   mask.grid = d_grid.has_value();
-  gs::MutableTensorView dg, di, dgr;  // empty when not wanted
-  if (mask.grad) dg = to_view<gs::MutableTensorView>("d_grad", *d_grad, bf16);
-  if (mask.input) di = to_view<gs::MutableTensorView>("d_input", *d_input, bf16);
-  if (mask.grid) dgr = to_view<gs::MutableTensorView>("d_grid", *d_grid, bf16);
+  typename S::Out dg, di, dgr;  // empty when not wanted
+  if (mask.grad) dg = to_view<typename S::Out>("d_grad", *d_grad, bf16);
+  if (mask.input) di = to_view<typename S::Out>("d_input", *d_input, bf16);
+  if (mask.grid) dgr = to_view<typename S::Out>("d_grid", *d_grid, bf16);
   check_same_dtype("grid", gr.dtype, in.dtype);
   check_same_dtype("grad", g.dtype, in.dtype);
   if (gg_dx) check_same_dtype("gg_dx", ggx.dtype, in.dtype);
@@ -257,7 +267,7 @@ void double_backward(const std::optional<InArray>& gg_dx, const std::optional<In
   gs::Status s;
   {
     nb::gil_scoped_release release;
-    s = gs::grid_sampler_2d_double_backward(ggx, ggg, g, in, gr, dg, di, dgr, options, mask);
+    s = S::double_backward(ggx, ggg, g, in, gr, dg, di, dgr, options, mask);
   }
   raise_if_error(s);
 }
@@ -290,13 +300,18 @@ NB_MODULE(_gridsampler, m) {
         nb::arg("uint16_as_bfloat16") = false,
         "Volumes (GridSampler3DGrad): writes the gradients of the 5-D grid_sample into `dx` and "
         "`dgrid`; None skips that output (output_mask).");
-  m.def("double_backward", &double_backward, nb::arg("gg_dx").none(), nb::arg("gg_dgrid").none(),
+  m.def("double_backward", &double_backward<4>, nb::arg("gg_dx").none(), nb::arg("gg_dgrid").none(),
         nb::arg("grad"), nb::arg("input"), nb::arg("grid"), nb::arg("d_grad").none(),
         nb::arg("d_input").none(), nb::arg("d_grid").none(), nb::arg("mode"), nb::arg("padding_mode"),
         nb::arg("align_corners"), nb::arg("num_threads") = 0, nb::arg("uint16_as_bfloat16") = false,
         "Writes the gradients of <gg_dx, dx> + <gg_dgrid, dgrid> (dx, dgrid = backward(grad, input, "
         "grid)) with respect to grad, input and grid into d_grad, d_input, d_grid; an absent gg_* "
         "counts as zeros, an absent output is not computed.");
+  m.def("double_backward_3d", &double_backward<5>, nb::arg("gg_dx").none(), nb::arg("gg_dgrid").none(),
+        nb::arg("grad"), nb::arg("input"), nb::arg("grid"), nb::arg("d_grad").none(),
+        nb::arg("d_input").none(), nb::arg("d_grid").none(), nb::arg("mode"), nb::arg("padding_mode"),
+        nb::arg("align_corners"), nb::arg("num_threads") = 0, nb::arg("uint16_as_bfloat16") = false,
+        "Volumes: the double backward of the 5-D grid_sample (as double_backward).");
   m.def("max_threads", &gs::max_threads,
         "The most threads one call may use (num_threads above it is refused; OpenMP's default "
         "is capped at it): 4 per hardware thread, at least 64, within OMP_THREAD_LIMIT.");

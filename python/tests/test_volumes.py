@@ -1,6 +1,6 @@
 """Volumes (5-D grid_sample): the NumPy-level functions, the drop-in's custom
-operators gridsampler::grid_sampler_3d / _backward, their delegated second
-order, and the switch on aten::grid_sampler_3d / _backward, all against
+operators gridsampler::grid_sampler_3d / _backward, their native second
+order (gridsampler::grid_sampler_3d_double_backward), and the switch on aten::grid_sampler_3d / _backward, all against
 PyTorch 2.15's own 5-D kernel (torch.nn.functional.grid_sample)."""
 
 import importlib
@@ -226,6 +226,15 @@ def test_opcheck(torch, gt, mode):
             torch.library.opcheck(
                 torch.ops.gridsampler.grid_sampler_3d_backward.default,
                 (w, x.detach(), g.detach(), mode, padding, align, mask))
+        gg_dx, gg_dgrid = torch.randn_like(x), torch.randn_like(g)
+        for mask in ([True, True, True], [False, True, False]):
+            # The double backward has no autograd formula of its own (a third
+            # order raises), so the autograd checks are left out.
+            torch.library.opcheck(
+                torch.ops.gridsampler.grid_sampler_3d_double_backward.default,
+                (gg_dx.detach(), gg_dgrid.detach(), w, x.detach(), g.detach(), mode, padding,
+                 align, mask),
+                test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
 
 
 def test_torch_compile_inductor(torch, gt):
@@ -334,7 +343,7 @@ def test_training_step_same_loss_and_gradients(torch, gt):
 
 
 # ---------------------------------------------------------------------------
-# Second order on volumes: delegated to PyTorch's formula.
+# Second order on volumes: the native double backward against PyTorch's formula.
 
 def second_order(torch, sample, x, g, go, gg_dx, gg_dgrid, mode, padding, align):
     """Gradients of <gg_dx, dx> + <gg_dgrid, dgrid> in (grad, input, grid)
@@ -380,11 +389,11 @@ def test_gradgradcheck(torch, gt, mode):
             atol=1e-6)
 
 
-def test_second_and_third_order_with_a_dependent_upstream_gradient(torch, gt):
+def test_second_order_with_a_dependent_upstream_gradient(torch, gt):
     """loss = out^2: the upstream gradient of the first order depends on the
-    grid itself. Second and third order through the drop-in are F.grid_sample's
-    (the delegated formula returns partial derivatives; autograd adds the
-    rest), in the order they are taken."""
+    grid itself. The second order through the drop-in is F.grid_sample's
+    (the native formula returns partial derivatives; autograd adds the rest);
+    a third order says it is not supported."""
     F = torch.nn.functional
     x0, g0, _ = make_problem(torch, torch.float64, seed=26, shape=(1, 2, 3, 4, 5, 2, 3, 4))
     results = []
@@ -393,15 +402,54 @@ def test_second_and_third_order_with_a_dependent_upstream_gradient(torch, gt):
         out = sample(x, g, "bicubic", "border", False)
         dx, dg = torch.autograd.grad(out.square().sum(), (x, g), create_graph=True)
         second = torch.autograd.grad(dg.square().sum() + (dx * x).sum(), (x, g), create_graph=True)
-        third = torch.autograd.grad(second[1].square().sum(), (x, g))
-        results.append((*second, *third))
-    for name, a, b in zip(("ddx", "ddg", "dddx", "dddg"), *results):
+        results.append(second)
+        if sample is gt.grid_sample:
+            with pytest.raises(RuntimeError, match="third-order gradients of grid_sample are not"):
+                torch.autograd.grad(second[1].square().sum(), (x, g))
+    for name, a, b in zip(("ddx", "ddg"), *results):
         assert_near(a.detach(), b.detach(), 1e-9, name)
+
+
+def test_double_backward_op_on_float32(torch, gt):
+    """The native 3-D double backward in float32 against PyTorch's formula in
+    float64 on the same inputs (1e-4 of the largest magnitude, the 2-D bound)."""
+    F = torch.nn.functional
+    args64 = second_order_problem(torch, torch.float64, seed=31)
+    args32 = [a.float() for a in args64]
+    for mode, padding, align in (("bilinear", "zeros", False), ("bicubic", "reflection", True),
+                                 ("bilinear", "border", True)):
+        ours = second_order(torch, gt.grid_sample, *args32, mode, padding, align)
+        theirs = second_order(torch, F.grid_sample, *args64, mode, padding, align)
+        for name, a, b in zip(("d_grad", "d_input", "d_grid"), ours, theirs):
+            assert_near(a.double(), b, 1e-4, f"{mode} {padding} {align} {name}")
+
+
+def test_numpy_double_backward_matches_torch(torch):
+    """gridsampler.grid_sample_double_backward on 5-D NumPy arrays: PyTorch's
+    double backward of the 5-D F.grid_sample, and the output mask."""
+    import gridsampler
+    F = torch.nn.functional
+    x, g, go, gg_dx, gg_dgrid = second_order_problem(torch, torch.float64, seed=33)
+    theirs = second_order(torch, F.grid_sample, x, g, go, gg_dx, gg_dgrid, "bilinear",
+                          "reflection", False)
+    ours = gridsampler.grid_sample_double_backward(
+        gg_dx.numpy(), gg_dgrid.numpy(), go.numpy(), x.numpy(), g.numpy(), "bilinear",
+        "reflection", False)
+    for name, a, b in zip(("d_grad", "d_input", "d_grid"), ours, theirs):
+        assert isinstance(a, np.ndarray) and a.shape == tuple(b.shape)
+        assert_near(torch.from_numpy(a), b, 1e-10, name)
+    masked = gridsampler.grid_sample_double_backward(
+        None, gg_dgrid.numpy(), go.numpy(), x.numpy(), g.numpy(), "bilinear", "reflection",
+        False, output_mask=(False, True, False))
+    assert masked[0] is None and masked[2] is None
+    only_dgrid = second_order(torch, F.grid_sample, x, g, go, torch.zeros_like(gg_dx), gg_dgrid,
+                              "bilinear", "reflection", False)
+    assert_near(torch.from_numpy(masked[1]), only_dgrid[1], 1e-10, "d_input, gg_dx absent")
 
 
 def test_second_order_one_input_at_a_time(torch, gt):
     """A gradient penalty on dgrid alone (only the grid requires grad) and on
-    dx alone (only the input): the delegated formula takes the masks."""
+    dx alone (only the input): the native formula takes the masks."""
     F = torch.nn.functional
     x, g, w = make_problem(torch, torch.float64, seed=14)
     for need_x, need_g in ((False, True), (True, False)):
