@@ -519,10 +519,12 @@ int64_t Case::work_estimate() const {
     return p;
   };
   int64_t w = product({n, c, dout, hout, wout, taps});
-  // The backward also sets up a plane of accumulators per (n, channel) task.
+  // The backward also sets up a plane of accumulators per (n, channel) task,
+  // and writes dgrid even when there are no channels (zeros).
   if (!forward_) {
     const int64_t planes = product({n, c, din, hin, win});
-    if (__builtin_add_overflow(w, planes, &w)) return kMax;
+    const int64_t points = product({n, dout, hout, wout});
+    if (__builtin_add_overflow(w, planes, &w) || __builtin_add_overflow(w, points, &w)) return kMax;
   }
   return w;
 }

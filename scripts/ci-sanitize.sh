@@ -168,7 +168,9 @@ fuzz() {
     # costs most of the fuzzer's runs per second (docs/performance.md). The
     # harness still runs the C++ API with 1-3 threads (and TSan checks the
     # threads).
-    if ! OMP_NUM_THREADS=1 "$dir/${name}_fuzzer" -max_total_time="$FUZZ_SECONDS" -timeout=30 \
+    # A fixed seed (GS_FUZZ_SEED, default 1) makes a CI run reproducible: the
+    # same build explores the same inputs in the same order.
+    if ! OMP_NUM_THREADS=1 "$dir/${name}_fuzzer" -seed="${GS_FUZZ_SEED:-1}" -max_total_time="$FUZZ_SECONDS" -timeout=30 \
         -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$work/" \
         "$work/$name" "fuzz/corpus/$name" >"$work/$name.log" 2>&1; then
       tail -n 60 "$work/$name.log"
