@@ -4,7 +4,8 @@
 // (src/cpu/stencil.hpp, built on the coordinate policy of core/coords.hpp):
 // every mode, padding, align_corners, tap form and grid dtype, on grids full
 // of NaN, infinities, huge values, lattice points and pixel edges. Taps must
-// match bit for bit.
+// match bit for bit. The volume builders (builders_3d-inl.h) likewise,
+// against build_stencil_3d.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -166,6 +167,117 @@ void check_dtype(uint64_t seed) {
   check_paddings<S, Interpolation::kBicubic>(rng);
 }
 
+// The volume builders (builders_3d-inl.h) likewise, against build_stencil_3d:
+// voxels' flat indices (z * Hin + y) * Win + x, three weight derivatives and
+// three coordinate factors.
+template <class S, Interpolation M, Padding P, bool kAlign, bool kStrided>
+void check_builder_3d(BuildTileFn build, Rng& rng, const int64_t in[3], int64_t out_rows, int64_t out_w,
+                      bool dense_grid, bool derivatives, bool wide) {
+  using T = compute_t<S>;
+  constexpr int K = kTaps3<M>;
+  const int64_t pixels = out_rows * out_w, plane = in[0] * in[1] * in[2];
+  // The grid as the kernels see it: (N = 2, Dout * Hout rows, Wout, 3),
+  // dense points or three component planes; image 1 is built.
+  std::vector<S> grid(2 * pixels * 3);
+  const Shape4 gs = dense_grid ? Shape4{pixels * 3, out_w * 3, 3, 1} : Shape4{pixels * 3, out_w, 1, pixels};
+  for (int64_t q = 0; q < 2 * pixels; ++q) {
+    const int64_t n = q / pixels, h = q % pixels / out_w, w = q % out_w;
+    S* g = grid.data() + n * gs[0] + h * gs[1] + w * gs[2];
+    for (int c = 0; c < 3; ++c) g[c * gs[3]] = store<S>(grid_value(rng, in[2 - c], kAlign));
+  }
+  TileSource src;
+  src.grid = grid.data();
+  src.grid_strides = gs;
+  src.out_strides = Shape4{0, pixels, out_w, 1};
+  src.in_strides = Shape4{0, 0, in[2] * 3 + 5, 3};  // merged (z, y) rows
+  src.in_d = in[0];
+  src.in_h = in[1];
+  src.in_w = in[2];
+  src.derivatives = derivatives;
+  src.wide_indices = wide;
+  src.out_w = out_w;
+  auto tile = std::make_unique<Tile<T, K, 3>>();
+  for (int64_t p0 = 0; p0 < pixels; p0 += kTile) {
+    const int64_t count = std::min<int64_t>(kTile, pixels - p0);
+    std::memset(static_cast<void*>(tile.get()), 0xff, sizeof(*tile));
+    build(src, 1, p0, count, tile.get());
+    ASSERT_EQ(tile->count, count);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t q = p0 + i, h = q / out_w, w = q % out_w;
+      const S* g = grid.data() + gs[0] + h * gs[1] + w * gs[2];
+      const T gx = load(g[0]), gy = load(g[gs[3]]), gz = load(g[2 * gs[3]]);
+      Stencil3<T, K> s;
+      build_stencil_3d<M, P, kAlign>(gx, gy, gz, in, &s);
+      const std::string where = Params()("mode", static_cast<int>(M))("padding", static_cast<int>(P))(
+                                    "align", kAlign)("strided", kStrided)("dtype", static_cast<int>(dtype_of<S>()))(
+                                    "in", in[0])("x", in[1])("x", in[2])("dense_grid", dense_grid)(
+                                    "derivatives", derivatives)("voxel", q)("gx", gx)("gy", gy)("gz", gz)
+                                    .str();
+      ASSERT_EQ(tile->out_off[i], q) << where;
+      for (int c = 0; c < 3; ++c) ASSERT_TRUE(same_bits(tile->mult[c][i], s.mult[c])) << where << " mult " << c;
+      for (int k = 0; k < K; ++k) {
+        const bool ok = s.valid[k];
+        const std::string tap = where + " tap=" + std::to_string(k);
+        const int64_t flat = ok ? (s.z[k] * in[1] + s.y[k]) * in[2] + s.x[k] : plane;
+        if (wide || !std::is_same_v<T, float>) {
+          ASSERT_EQ(tile->acc[k][i], flat) << tap;
+        }
+        if constexpr (!kStrided && std::is_same_v<T, float>) {
+          ASSERT_EQ(tile->acc32[k][i], flat) << tap;
+        }
+        ASSERT_TRUE(same_bits(tile->w[k][i], ok ? s.w[k] : T(0))) << tap << " w " << tile->w[k][i] << " vs " << s.w[k];
+        if constexpr (kStrided) {
+          ASSERT_EQ(tile->valid[k][i], ok) << tap;
+          ASSERT_EQ(tile->in_off[k][i], ok ? (s.z[k] * in[1] + s.y[k]) * src.in_strides[2] + s.x[k] * src.in_strides[3] : 0)
+              << tap;
+        }
+        if (!derivatives) continue;  // (dw may be left unwritten)
+        for (int c = 0; c < 3; ++c) {
+          ASSERT_TRUE(same_bits(tile->dw[c][k][i], ok ? s.dw[c][k] : T(0)))
+              << tap << " dw/d" << c << " " << tile->dw[c][k][i] << " vs " << s.dw[c][k];
+        }
+      }
+    }
+  }
+}
+
+template <class S, Interpolation M, Padding P, bool kAlign>
+void check_modes_3d(Rng& rng) {
+  const KernelTable table = kernels(dtype_of<S>());
+  const BuildTileFn* forms = table.build_3d[static_cast<int>(M)][static_cast<int>(P)][kAlign ? 1 : 0];
+  const BuildTileFn flat = forms[static_cast<int>(TapForm::kFlat)];
+  const BuildTileFn strided = forms[static_cast<int>(TapForm::kStrided)];
+  ASSERT_TRUE(flat != nullptr && strided != nullptr);
+  // (Din, Hin, Win, output rows, Wout): size-1 axes, flat volumes, output
+  // counts not multiples of kTile nor of any vector length.
+  const int64_t sizes[][5] = {{1, 1, 1, 3, 5}, {1, 7, 9, 2, 13}, {5, 3, 1, 11, 7}, {9, 17, 33, 3, 29}, {40, 2, 3, 1, 70}};
+  for (const auto& sz : sizes) {
+    for (int dense = 0; dense < 2; ++dense) {
+      check_builder_3d<S, M, P, kAlign, false>(flat, rng, sz, sz[3], sz[4], dense, true, true);
+      check_builder_3d<S, M, P, kAlign, false>(flat, rng, sz, sz[3], sz[4], dense, false, false);
+      check_builder_3d<S, M, P, kAlign, true>(strided, rng, sz, sz[3], sz[4], dense, true, true);
+    }
+  }
+}
+
+template <class S, Interpolation M>
+void check_paddings_3d(Rng& rng) {
+  check_modes_3d<S, M, Padding::kZeros, false>(rng);
+  check_modes_3d<S, M, Padding::kZeros, true>(rng);
+  check_modes_3d<S, M, Padding::kBorder, false>(rng);
+  check_modes_3d<S, M, Padding::kBorder, true>(rng);
+  check_modes_3d<S, M, Padding::kReflection, false>(rng);
+  check_modes_3d<S, M, Padding::kReflection, true>(rng);
+}
+
+template <class S>
+void check_dtype_3d(uint64_t seed) {
+  Rng rng(seed);
+  check_paddings_3d<S, Interpolation::kBilinear>(rng);
+  check_paddings_3d<S, Interpolation::kNearest>(rng);
+  check_paddings_3d<S, Interpolation::kBicubic>(rng);
+}
+
 // Runs `check` once for every compiled SIMD target this CPU supports.
 template <class F>
 void for_each_target(F&& check) {
@@ -185,6 +297,10 @@ TEST(Builders, Float) { for_each_target([] { check_dtype<float>(1); }); }
 TEST(Builders, Double) { for_each_target([] { check_dtype<double>(2); }); }
 TEST(Builders, Half) { for_each_target([] { check_dtype<Half>(3); }); }
 TEST(Builders, BFloat16) { for_each_target([] { check_dtype<BFloat16>(4); }); }
+TEST(Builders, VolumeFloat) { for_each_target([] { check_dtype_3d<float>(5); }); }
+TEST(Builders, VolumeDouble) { for_each_target([] { check_dtype_3d<double>(6); }); }
+TEST(Builders, VolumeHalf) { for_each_target([] { check_dtype_3d<Half>(7); }); }
+TEST(Builders, VolumeBFloat16) { for_each_target([] { check_dtype_3d<BFloat16>(8); }); }
 
 }  // namespace
 }  // namespace gridsampler::cpu

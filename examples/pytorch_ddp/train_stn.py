@@ -136,7 +136,12 @@ def train(rank, world, args, init_method):
     if rank == 0:
         print(json.dumps(summary), flush=True)
         for i, v in enumerate(summary["losses"]):
-            print(f"step {i}: loss {v:.4f}", file=sys.stderr)
+            print(f"step {i}: loss {v:.4f}", file=sys.stderr, flush=True)
+    # Tear down together: gloo's background threads may abort a process whose
+    # peer closed its connections first, so every rank waits here for the
+    # others, drops what holds the group (DDP's reducer), then destroys it.
+    dist.barrier()
+    del model, opt
     dist.destroy_process_group()
 
 

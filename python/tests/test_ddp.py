@@ -7,17 +7,33 @@ import json
 import pathlib
 import subprocess
 import sys
+import warnings
+
+import pytest
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "pytorch_ddp" / "train_stn.py"
 
 
-def test_ddp_spatial_transformer(torch, gt):
-    steps = 8
-    proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--check", "--world-size", "2", "--batch", "64",
+def run_example(steps):
+    return subprocess.run(
+        [sys.executable, "-X", "faulthandler", str(EXAMPLE), "--check", "--world-size", "2", "--batch", "64",
          "--steps", str(steps), "--threads", "1"],
         capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+
+
+def test_ddp_spatial_transformer(torch, gt):
+    steps = 8
+    proc = run_example(steps)
+    if proc.returncode != 0 and "terminated with signal" in proc.stderr:
+        # A rank killed by a signal is retried once, with what it printed
+        # kept as a warning: a crash in gloo's teardown (after training) has
+        # been seen once in CI and not reproduced; a real crash repeats.
+        first = proc.stderr[-6000:]
+        proc = run_example(steps)
+        if proc.returncode == 0:
+            warnings.warn(f"the DDP example died by a signal once, then passed; stderr ended:\n{first}")
+    if proc.returncode != 0:  # the whole tail: an assertion's repr would elide its middle
+        pytest.fail(f"exit status {proc.returncode}; stderr ends:\n{proc.stderr[-6000:]}", pytrace=False)
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["world"] == 2
     # Averaged over the ranks' halves = the whole batch in one process, up to

@@ -237,18 +237,98 @@ inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h
   widen_indices(count, t);
 }
 
+// One axis of the cubic vector builders (bicubic here, tricubic in
+// builders_3d-inl.h), for a vector of float pixels, with the arithmetic of
+// the scalar stencil (stencil.hpp, coords.hpp) in the same order.
+
+// Grid value -> unpadded source coordinate (coords::unnormalize).
+template <bool kAlign, class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
+inline VF cubic_unnormalize(DF df, VF g, int64_t size) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const auto one = hn::Set(df, 1.0f), half = hn::Set(df, 0.5f);
+  if constexpr (kAlign) return hn::Mul(hn::Mul(hn::Add(g, one), half), hn::Set(df, static_cast<float>(size - 1)));
+  return hn::Mul(hn::Sub(hn::Mul(hn::Add(g, one), hn::Set(df, static_cast<float>(size))), one), half);
+}
+
+// coords::cubic_weights, term by term.
+template <class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
+inline void cubic_weights_lanes(DF df, VF frac, VF w[4]) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const auto one = hn::Set(df, 1.0f), a = hn::Set(df, -0.75f);
+  const auto a2 = hn::Add(a, hn::Set(df, 2.0f)), a3 = hn::Add(a, hn::Set(df, 3.0f));
+  const auto a5 = hn::Mul(hn::Set(df, 5.0f), a), a8 = hn::Mul(hn::Set(df, 8.0f), a);
+  const auto a4 = hn::Mul(hn::Set(df, 4.0f), a);
+  auto near = [&](VF x) { return hn::Add(hn::Mul(hn::Mul(hn::Sub(hn::Mul(a2, x), a3), x), x), one); };
+  auto far = [&](VF x) { return hn::Sub(hn::Mul(hn::Add(hn::Mul(hn::Sub(hn::Mul(a, x), a5), x), a8), x), a4); };
+  const auto x2 = hn::Sub(one, frac);
+  w[0] = far(hn::Add(frac, one));
+  w[1] = near(frac);
+  w[2] = near(x2);
+  w[3] = far(hn::Add(x2, one));
+}
+
+// coords::cubic_weight_grads, term by term.
+template <class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
+inline void cubic_weight_grads_lanes(DF df, VF frac, VF g[4]) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const auto one = hn::Set(df, 1.0f), a = hn::Set(df, -0.75f);
+  const auto a2 = hn::Add(a, hn::Set(df, 2.0f)), a3 = hn::Add(a, hn::Set(df, 3.0f));
+  const auto a8 = hn::Mul(hn::Set(df, 8.0f), a), a10 = hn::Mul(hn::Set(df, 10.0f), a);
+  const auto m3a = hn::Mul(hn::Set(df, -3.0f), a), p3a = hn::Mul(hn::Set(df, 3.0f), a);
+  const auto m3a2 = hn::Mul(hn::Set(df, -3.0f), a2), p3a2 = hn::Mul(hn::Set(df, 3.0f), a2);
+  const auto two_a3 = hn::Mul(hn::Set(df, 2.0f), a3);
+  VF x = hn::Sub(hn::Set(df, -1.0f), frac);
+  g[0] = hn::Sub(hn::Mul(hn::Sub(hn::Mul(m3a, x), a10), x), a8);
+  x = hn::Neg(frac);
+  g[1] = hn::Mul(hn::Sub(hn::Mul(m3a2, x), two_a3), x);
+  x = hn::Sub(one, frac);
+  g[2] = hn::Mul(hn::Sub(hn::Mul(p3a2, x), two_a3), x);
+  x = hn::Sub(hn::Set(df, 2.0f), frac);
+  g[3] = hn::Add(hn::Mul(hn::Sub(hn::Mul(p3a, x), a10), x), a8);
+}
+
+// Pads the tap positions base - 1 + i along an axis of `size` pixels, in
+// int32: the padded indices, which are inside, and (reflection) which are
+// not done by two folds (added to *bad). Border clamps; reflection folds at
+// most twice (below 0, then above the last pixel), which is exactly what the
+// float policy does to integral positions.
+template <Padding P, bool kAlign, class DI, class VI = hwy::HWY_NAMESPACE::Vec<DI>,
+          class MI = hwy::HWY_NAMESPACE::Mask<DI>>
+inline void pad_cubic_taps(DI di, VI base, int64_t size, VI pos[4], MI inside[4], MI* bad) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const auto last = hn::Set(di, static_cast<int32_t>(size - 1));
+  const auto zero = hn::Zero(di);
+  for (int i = 0; i < 4; ++i) {
+    VI v = hn::Add(base, hn::Set(di, i - 1));
+    if constexpr (P == Padding::kBorder) {
+      v = hn::Min(hn::Max(v, zero), last);
+    } else if constexpr (P == Padding::kReflection) {
+      if constexpr (kAlign) {  // about 0 and size - 1
+        v = hn::IfThenElse(hn::Lt(v, zero), hn::Neg(v), v);
+        v = hn::IfThenElse(hn::Gt(v, last), hn::Sub(hn::Add(last, last), v), v);
+      } else {  // about -1/2 and size - 1/2
+        v = hn::IfThenElse(hn::Lt(v, zero), hn::Sub(hn::Set(di, -1), v), v);
+        v = hn::IfThenElse(hn::Gt(v, last), hn::Sub(hn::Add(last, hn::Add(last, hn::Set(di, 1))), v), v);
+      }
+    }
+    inside[i] = hn::Not(hn::Or(hn::Lt(v, zero), hn::Gt(v, last)));
+    if constexpr (P == Padding::kReflection) *bad = hn::Or(*bad, hn::Not(inside[i]));
+    pos[i] = v;
+  }
+}
+
+// The limit on |source coordinate| of the cubic vector builders: beyond
+// 2^22, floor(ix) - 1 + i is not exact in float.
+constexpr float kCubicLanesLimit = 4194304.0f;
+
 // The bicubic taps of a tile's grid values, likewise (accumulator indices
-// and weights), with the arithmetic of build_stencil (stencil.hpp, coords.hpp)
-// in the same order. A tap position p = floor(ix) - 1 + i is padded in int32:
-// border clamps it; reflection folds it at most twice (below 0, then above
-// the last pixel), which is exactly what the float policy does to integral
-// positions. Pixels this cannot do exactly are marked in `fallback` for the
-// scalar path: a non-finite or large coordinate (|ix| >= 2^22, beyond which
-// floor(ix) - 1 + i is not exact in float), or a reflected tap still outside
-// the image after two folds. Requires Hin * Win + Win < 2^31.
+// and weights; their derivatives when `derivatives`). Pixels this cannot do
+// exactly are marked in `fallback` for the scalar path: a non-finite or
+// large coordinate (|ix| >= 2^22), or a reflected tap still outside the
+// image after two folds. Requires Hin * Win + Win < 2^31.
 template <Padding P, bool kAlign>
 inline void bicubic_taps_lanes(const float* grid_x, const float* grid_y, int count, int64_t in_h, int64_t in_w,
-                               Tile<float, 16>* t, bool* fallback) {
+                               bool derivatives, bool wide, Tile<float, 16>* t, bool* fallback) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -256,87 +336,37 @@ inline void bicubic_taps_lanes(const float* grid_x, const float* grid_y, int cou
   using VI = hn::Vec<decltype(di)>;
   using MI = hn::Mask<decltype(di)>;
   const int n = static_cast<int>(hn::Lanes(df));
-  const auto one = hn::Set(df, 1.0f), half = hn::Set(df, 0.5f);
-  const auto limit = hn::Set(df, 4194304.0f);  // 2^22
-  const auto a = hn::Set(df, -0.75f);
+  const auto limit = hn::Set(df, kCubicLanesLimit);
   const auto width = hn::Set(di, static_cast<int32_t>(in_w));
   const auto dummy = hn::Set(di, static_cast<int32_t>(in_h * in_w));
   const float mult_x = coords::unnormalize_slope<float>(in_w, kAlign);
   const float mult_y = coords::unnormalize_slope<float>(in_h, kAlign);
-  // Grid value -> unpadded source coordinate (coords::unnormalize).
-  auto unnormalize = [&](VF g, int64_t size) {
-    if constexpr (kAlign) return hn::Mul(hn::Mul(hn::Add(g, one), half), hn::Set(df, static_cast<float>(size - 1)));
-    return hn::Mul(hn::Sub(hn::Mul(hn::Add(g, one), hn::Set(df, static_cast<float>(size))), one), half);
-  };
-  // coords::cubic_weights and coords::cubic_weight_grads, term by term.
-  auto weights = [&](VF frac, VF w[4], VF g[4]) {
-    const auto a2 = hn::Add(a, hn::Set(df, 2.0f)), a3 = hn::Add(a, hn::Set(df, 3.0f));
-    const auto a5 = hn::Mul(hn::Set(df, 5.0f), a), a8 = hn::Mul(hn::Set(df, 8.0f), a);
-    const auto a4 = hn::Mul(hn::Set(df, 4.0f), a), a10 = hn::Mul(hn::Set(df, 10.0f), a);
-    auto near = [&](VF x) { return hn::Add(hn::Mul(hn::Mul(hn::Sub(hn::Mul(a2, x), a3), x), x), one); };
-    auto far = [&](VF x) { return hn::Sub(hn::Mul(hn::Add(hn::Mul(hn::Sub(hn::Mul(a, x), a5), x), a8), x), a4); };
-    const auto x2 = hn::Sub(one, frac);
-    w[0] = far(hn::Add(frac, one));
-    w[1] = near(frac);
-    w[2] = near(x2);
-    w[3] = far(hn::Add(x2, one));
-    const auto m3a = hn::Mul(hn::Set(df, -3.0f), a), p3a = hn::Mul(hn::Set(df, 3.0f), a);
-    const auto m3a2 = hn::Mul(hn::Set(df, -3.0f), a2), p3a2 = hn::Mul(hn::Set(df, 3.0f), a2);
-    const auto two_a3 = hn::Mul(hn::Set(df, 2.0f), a3);
-    VF x = hn::Sub(hn::Set(df, -1.0f), frac);
-    g[0] = hn::Sub(hn::Mul(hn::Sub(hn::Mul(m3a, x), a10), x), a8);
-    x = hn::Neg(frac);
-    g[1] = hn::Mul(hn::Sub(hn::Mul(m3a2, x), two_a3), x);
-    x = hn::Sub(one, frac);
-    g[2] = hn::Mul(hn::Sub(hn::Mul(p3a2, x), two_a3), x);
-    x = hn::Sub(hn::Set(df, 2.0f), frac);
-    g[3] = hn::Add(hn::Mul(hn::Sub(hn::Mul(p3a, x), a10), x), a8);
-  };
-  // Pads the tap positions base - 1 + i along an axis of `size` pixels:
-  // the padded indices, which are inside, and (reflection) which are not
-  // done by two folds.
-  auto pad_taps = [&](VI base, int64_t size, VI pos[4], MI inside[4], MI* bad) {
-    const auto last = hn::Set(di, static_cast<int32_t>(size - 1));
-    const auto zero = hn::Zero(di);
-    for (int i = 0; i < 4; ++i) {
-      VI v = hn::Add(base, hn::Set(di, i - 1));
-      if constexpr (P == Padding::kBorder) {
-        v = hn::Min(hn::Max(v, zero), last);
-      } else if constexpr (P == Padding::kReflection) {
-        if constexpr (kAlign) {  // about 0 and size - 1
-          v = hn::IfThenElse(hn::Lt(v, zero), hn::Neg(v), v);
-          v = hn::IfThenElse(hn::Gt(v, last), hn::Sub(hn::Add(last, last), v), v);
-        } else {  // about -1/2 and size - 1/2
-          v = hn::IfThenElse(hn::Lt(v, zero), hn::Sub(hn::Set(di, -1), v), v);
-          v = hn::IfThenElse(hn::Gt(v, last), hn::Sub(hn::Add(last, hn::Add(last, hn::Set(di, 1))), v), v);
-        }
-      }
-      inside[i] = hn::Not(hn::Or(hn::Lt(v, zero), hn::Gt(v, last)));
-      if constexpr (P == Padding::kReflection) *bad = hn::Or(*bad, hn::Not(inside[i]));
-      pos[i] = v;
-    }
-  };
   for (int i = 0; i < count; i += n) {
-    VF ix = unnormalize(hn::LoadU(df, grid_x + i), in_w);
-    VF iy = unnormalize(hn::LoadU(df, grid_y + i), in_h);
+    VF ix = cubic_unnormalize<kAlign>(df, hn::LoadU(df, grid_x + i), in_w);
+    VF iy = cubic_unnormalize<kAlign>(df, hn::LoadU(df, grid_y + i), in_h);
     // Not (|ix| < 2^22 and |iy| < 2^22): NaN and infinities included.
     const auto ok = hn::And(hn::Lt(hn::Abs(ix), limit), hn::Lt(hn::Abs(iy), limit));
     ix = hn::IfThenElseZero(ok, ix);
     iy = hn::IfThenElseZero(ok, iy);
     const VF fx = hn::Floor(ix), fy = hn::Floor(iy);
-    VF cx[4], cy[4], gcx[4], gcy[4];
     // The fractions, + 0: x - floor(x) is never -0 in scalar arithmetic, but
     // a target whose Floor drops the sign of -0 (EMU128: -0 from a 1-pixel
     // axis with align_corners) would make it -0 here and flip the sign of
     // zero weights.
     const VF zero = hn::Zero(df);
-    weights(hn::Add(hn::Sub(ix, fx), zero), cx, gcx);
-    weights(hn::Add(hn::Sub(iy, fy), zero), cy, gcy);
+    const VF frac_x = hn::Add(hn::Sub(ix, fx), zero), frac_y = hn::Add(hn::Sub(iy, fy), zero);
+    VF cx[4], cy[4], gcx[4], gcy[4];
+    cubic_weights_lanes(df, frac_x, cx);
+    cubic_weights_lanes(df, frac_y, cy);
+    if (derivatives) {
+      cubic_weight_grads_lanes(df, frac_x, gcx);
+      cubic_weight_grads_lanes(df, frac_y, gcy);
+    }
     VI tx[4], ty[4];
     MI x_in[4], y_in[4];
     MI bad = hn::RebindMask(di, hn::Not(ok));
-    pad_taps(hn::ConvertTo(di, fx), in_w, tx, x_in, &bad);
-    pad_taps(hn::ConvertTo(di, fy), in_h, ty, y_in, &bad);
+    pad_cubic_taps<P, kAlign>(di, hn::ConvertTo(di, fx), in_w, tx, x_in, &bad);
+    pad_cubic_taps<P, kAlign>(di, hn::ConvertTo(di, fy), in_h, ty, y_in, &bad);
     hn::StoreU(hn::Set(df, mult_x), df, t->mult[0] + i);
     hn::StoreU(hn::Set(df, mult_y), df, t->mult[1] + i);
     alignas(64) int32_t bad_lanes[hn::MaxLanes(di)];
@@ -350,12 +380,13 @@ inline void bicubic_taps_lanes(const float* grid_x, const float* grid_y, int cou
         const auto valid_f = hn::RebindMask(df, valid);
         hn::StoreU(hn::IfThenElse(valid, hn::Add(row, tx[k]), dummy), di, t->acc32[tap] + i);
         hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(cx[k], cy[j])), df, t->w[tap] + i);
+        if (!derivatives) continue;
         hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(gcx[k]), cy[j])), df, t->dw[0][tap] + i);
         hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(gcy[j]), cx[k])), df, t->dw[1][tap] + i);
       }
     }
   }
-  widen_indices(count, t);
+  if (wide) widen_indices(count, t);
 }
 
 template <Interpolation M, Padding P, bool kAlign, bool kStrided, class S, class T, int K>
@@ -455,7 +486,8 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
         std::fill(gx + count, gx + kTile, T(0));
         std::fill(gy + count, gy + kTile, T(0));
         bool fallback[kTile];
-        bicubic_taps_lanes<P, kAlign>(gx, gy, static_cast<int>(count), p.in_h, p.in_w, t, fallback);
+        bicubic_taps_lanes<P, kAlign>(gx, gy, static_cast<int>(count), p.in_h, p.in_w, p.derivatives, p.wide_indices, t,
+                                      fallback);
         for (int64_t i = 0; i < count; ++i) {
           if (fallback[i]) scalar_stencil(i);
         }

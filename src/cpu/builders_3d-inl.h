@@ -4,8 +4,10 @@
 // read through a view whose (Dout, Hout) merge into rows, each component is
 // padded with source_index_lanes (the scalar policy's bits), and trilinear
 // and nearest taps are then formed with vector code where that is exact;
-// everything else (tricubic, the strided form, huge volumes) takes the
-// scalar stencil (stencil.hpp, build_stencil_3d), one voxel at a time.
+// tricubic forms its taps with vector code throughout, as bicubic does.
+// Everything else (the strided form, huge volumes, coordinates the vector
+// code cannot do exactly) takes the scalar stencil (stencil.hpp,
+// build_stencil_3d), one voxel at a time.
 
 // Target-independent includes (normal include guards).
 #include <algorithm>
@@ -159,6 +161,79 @@ inline void nearest_taps_lanes_3d(const T* ix, const T* iy, const T* iz, int cou
   widen_indices(count, t);
 }
 
+// The tricubic taps of a tile's grid values: bicubic_taps_lanes
+// (builders-inl.h) with a third axis, its pieces reused. Weights multiply
+// x, y, then z, and the derivatives in the scalar stencil's order
+// (build_stencil_3d), so the bits are its bits. Pixels marked in `fallback`
+// (a coordinate not finite or |.| >= 2^22, a reflected tap outside after two
+// folds) are left to the scalar stencil. Requires Din * Hin * Win + Hin * Win
+// + Win < 2^31.
+template <Padding P, bool kAlign>
+inline void tricubic_taps_lanes(const float* grid_x, const float* grid_y, const float* grid_z, int count,
+                                int64_t in_d, int64_t in_h, int64_t in_w, bool derivatives, bool wide,
+                                Tile<float, 64, 3>* t, bool* fallback) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  using VF = hn::Vec<decltype(df)>;
+  using VI = hn::Vec<decltype(di)>;
+  using MI = hn::Mask<decltype(di)>;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto limit = hn::Set(df, kCubicLanesLimit);
+  const auto height = hn::Set(di, static_cast<int32_t>(in_h)), width = hn::Set(di, static_cast<int32_t>(in_w));
+  const auto dummy = hn::Set(di, static_cast<int32_t>(in_d * in_h * in_w));
+  const float* grid[3] = {grid_x, grid_y, grid_z};
+  const int64_t size[3] = {in_w, in_h, in_d};  // x, y, z
+  float mult[3];
+  for (int c = 0; c < 3; ++c) mult[c] = coords::unnormalize_slope<float>(size[c], kAlign);
+  for (int i = 0; i < count; i += n) {
+    VF ic[3];
+    for (int c = 0; c < 3; ++c) ic[c] = cubic_unnormalize<kAlign>(df, hn::LoadU(df, grid[c] + i), size[c]);
+    // |ic| < 2^22 on every axis: NaN and infinities fail it.
+    const auto ok = hn::And(hn::And(hn::Lt(hn::Abs(ic[0]), limit), hn::Lt(hn::Abs(ic[1]), limit)),
+                            hn::Lt(hn::Abs(ic[2]), limit));
+    VF w[3][4], g[3][4];
+    VI pos[3][4];
+    MI in[3][4];
+    MI bad = hn::RebindMask(di, hn::Not(ok));
+    for (int c = 0; c < 3; ++c) {
+      const VF x = hn::IfThenElseZero(ok, ic[c]);
+      const VF f = hn::Floor(x);
+      // + 0: see bicubic_taps_lanes.
+      const VF frac = hn::Add(hn::Sub(x, f), hn::Zero(df));
+      cubic_weights_lanes(df, frac, w[c]);
+      if (derivatives) cubic_weight_grads_lanes(df, frac, g[c]);
+      pad_cubic_taps<P, kAlign>(di, hn::ConvertTo(di, f), size[c], pos[c], in[c], &bad);
+      hn::StoreU(hn::Set(df, mult[c]), df, t->mult[c] + i);
+    }
+    alignas(64) int32_t bad_lanes[hn::MaxLanes(di)];
+    hn::Store(hn::VecFromMask(di, bad), di, bad_lanes);
+    for (int l = 0; l < n && i + l < kTile; ++l) fallback[i + l] = bad_lanes[l] != 0;
+    for (int k = 0; k < 4; ++k) {
+      const VI plane_row = hn::Mul(pos[2][k], height);
+      for (int j = 0; j < 4; ++j) {
+        const VI row = hn::Mul(hn::Add(plane_row, pos[1][j]), width);
+        const MI zy = hn::And(in[2][k], in[1][j]);
+        for (int a = 0; a < 4; ++a) {
+          const int tap = (k * 4 + j) * 4 + a;
+          const MI valid = hn::And(zy, in[0][a]);
+          const auto valid_f = hn::RebindMask(df, valid);
+          hn::StoreU(hn::IfThenElse(valid, hn::Add(row, pos[0][a]), dummy), di, t->acc32[tap] + i);
+          const VF wxy = hn::Mul(w[0][a], w[1][j]);
+          hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(wxy, w[2][k])), df, t->w[tap] + i);
+          if (!derivatives) continue;
+          const VF dx = hn::Mul(hn::Mul(hn::Neg(g[0][a]), w[1][j]), w[2][k]);
+          const VF dy = hn::Mul(hn::Mul(hn::Neg(g[1][j]), w[0][a]), w[2][k]);
+          hn::StoreU(hn::IfThenElseZero(valid_f, dx), df, t->dw[0][tap] + i);
+          hn::StoreU(hn::IfThenElseZero(valid_f, dy), df, t->dw[1][tap] + i);
+          hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(g[2][k]), wxy)), df, t->dw[2][tap] + i);
+        }
+      }
+    }
+  }
+  if (wide) widen_indices(count, t);
+}
+
 template <Interpolation M, Padding P, bool kAlign, bool kStrided, class S, class T, int K>
 void fill_tile_3d(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T, K, 3>* t) {
   const Shape4& gs = p.grid_strides;
@@ -237,12 +312,27 @@ void fill_tile_3d(const TileSource& p, int64_t n, int64_t p0, int64_t count, Til
       put_stencil_3d<kStrided>(s, i, plane, p.in_h, p.in_w, p.in_strides, t);
     }
   } else {
-    for (int64_t i = 0; i < count; ++i) {
+    auto scalar_stencil = [&](int64_t i) {
       Stencil3<T, K> s;
       build_stencil_3d<M, P, kAlign>(g[0][i], g[1][i], g[2][i], size, &s);
       for (int c = 0; c < 3; ++c) t->mult[c][i] = s.mult[c];
       put_stencil_3d<kStrided>(s, i, plane, p.in_h, p.in_w, p.in_strides, t);
+    };
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (!kStrided && std::is_same_v<T, float>) {
+      if (plane + p.in_h * p.in_w + p.in_w < (int64_t{1} << 31)) {
+        for (int c = 0; c < 3; ++c) std::fill(g[c] + count, g[c] + kTile, T(0));
+        bool fallback[kTile];
+        tricubic_taps_lanes<P, kAlign>(g[0], g[1], g[2], static_cast<int>(count), p.in_d, p.in_h, p.in_w,
+                                       p.derivatives, p.wide_indices, t, fallback);
+        for (int64_t i = 0; i < count; ++i) {
+          if (fallback[i]) scalar_stencil(i);
+        }
+        return;
+      }
     }
+#endif
+    for (int64_t i = 0; i < count; ++i) scalar_stencil(i);
   }
 }
 

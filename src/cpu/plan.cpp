@@ -9,6 +9,7 @@
 #include "core/dtype.hpp"
 #include "core/memory.hpp"
 #include "core/threads.hpp"
+#include "core/zero_fill.hpp"
 #include "cpu/dispatch.hpp"
 #include "cpu/tuning.hpp"
 
@@ -71,28 +72,8 @@ int team_for(const Problem& p, uint64_t tasks) {
   return static_cast<int>(std::clamp<uint64_t>(tasks, 1, static_cast<uint64_t>(call_threads(p))));
 }
 
-// Sets every element of a (validated, non-self-overlapping) view to +0.0:
-// all-zero bits in every supported dtype.
-void zero_view(const MutableTensorView& t) {
-  for (int64_t d : t.shape) {
-    if (d == 0) return;
-  }
-  const std::size_t elem = dtype_size(t.dtype);
-  auto* base = static_cast<unsigned char*>(t.data);
-  const Shape4& s = t.strides;
-  for (int64_t a = 0; a < t.shape[0]; ++a) {
-    for (int64_t b = 0; b < t.shape[1]; ++b) {
-      for (int64_t c = 0; c < t.shape[2]; ++c) {
-        unsigned char* row = base + (a * s[0] + b * s[1] + c * s[2]) * static_cast<int64_t>(elem);
-        if (s[3] == 1) {
-          std::memset(row, 0, static_cast<std::size_t>(t.shape[3]) * elem);
-        } else {
-          for (int64_t d = 0; d < t.shape[3]; ++d) std::memset(row + d * s[3] * static_cast<int64_t>(elem), 0, elem);
-        }
-      }
-    }
-  }
-}
+// Sets every element of a (validated, non-self-overlapping) view to +0.0.
+void zero_view(const MutableTensorView& t) { detail::zero_fill(t.data, dtype_size(t.dtype), t.shape, t.strides); }
 
 // The backward of an empty problem (N, C or Hout * Wout is 0): dx is a sum
 // over no output pixels, dgrid a sum over no channels; whichever of them is

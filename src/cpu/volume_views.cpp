@@ -5,6 +5,7 @@
 #include <new>
 
 #include "core/dtype.hpp"
+#include "core/zero_fill.hpp"
 
 namespace gridsampler::cpu {
 namespace {
@@ -55,12 +56,7 @@ bool dims_merge(const Shape5& shape, const Shape5& strides, int dim) {
   return shape[dim] == 1 || shape[dim + 1] == 1 || strides[dim] == shape[dim + 1] * strides[dim + 1];
 }
 
-void zero_volume(const MutableVolumeView& v) {
-  const auto elem = static_cast<int64_t>(dtype_size(v.dtype));
-  auto* base = static_cast<unsigned char*>(v.data);
-  for_each_element(v.shape, v.strides, v.strides,
-                   [&](int64_t a, int64_t) { std::memset(base + a * elem, 0, static_cast<std::size_t>(elem)); });
-}
+void zero_volume(const MutableVolumeView& v) { detail::zero_fill(v.data, dtype_size(v.dtype), v.shape, v.strides); }
 
 void* VolumeViews::pack(const VolumeView& v, bool copy_in, const MutableVolumeView* target) {
   // A valid view may reach few elements through zero strides and still
