@@ -17,8 +17,7 @@ Suites:
          uniformly random grid in [-1.1, 1.1]; README and docs/performance.md
          quote tables of these.
   volumes  bench/workloads.py's VOLUME_WORKLOADS: 5-D grid_sample against
-         torch.ops.aten.grid_sampler_3d[_backward], ours timed by
-         build/bench/gridsampler_volume_bench (--volume-bench) on the same
+         torch.ops.aten.grid_sampler_3d[_backward], on the same kind of
          files.
 
 Every side times the same data: for each workload the input, grid and grad
@@ -97,16 +96,6 @@ def ours_median_ms(cli, shape, mode, pad, align, dtype, threads, reps, op="backw
     return result["median_ms"], result["gbps"]
 
 
-def ours_volume_ms(bench, w, folder, op, threads, reps):
-    """gridsampler_volume_bench on a volume workload's files: median ms."""
-    cmd = [bench, "--dir", folder, "--op", op, "--mode", w.mode, "--padding", w.padding, "--dtype", w.dtype,
-           "--layout", w.layout, "--threads", str(threads), "--reps", str(reps)]
-    if w.align_corners:
-        cmd.append("--align-corners")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["median_ms"]
-
-
 def bytes_of(w, op):
     from workloads import VolumeWorkload, bytes_moved, volume_bytes_moved
 
@@ -126,9 +115,7 @@ def ours_files_ms(cli, w, folder, op, threads, reps):
     result = json.loads(out.strip().splitlines()[-1])
     # The tables' GB/s come from bytes_moved; the CLI counts its own: they
     # must be the same definition.
-    from workloads import bytes_moved
-
-    expected = bytes_moved(w, op) / (result["median_ms"] * 1e6)
+    expected = bytes_of(w, op) / (result["median_ms"] * 1e6)
     if abs(result["gbps"] - expected) > 1e-3 * expected + 1e-6:
         raise RuntimeError(f"{w.name} {op}: the CLI reports {result['gbps']} GB/s, bytes_moved gives {expected}")
     return result["median_ms"]
@@ -232,7 +219,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suite", choices=["real", "tuned", "volumes"], default="real")
     ap.add_argument("--cli", default=default_cli())
-    ap.add_argument("--volume-bench", default=os.path.join(HERE, "..", "build", "bench", "gridsampler_volume_bench"))
     ap.add_argument("--torch", default=",".join(DEFAULT_TORCH),
                     help="interpreters with torch, comma-separated; each runs bench/torch_worker.py")
     ap.add_argument("--op", default="forward,backward")
@@ -272,7 +258,7 @@ def main():
 
     cpu = platform.processor() or platform.machine()
     print(f"{args.suite} suite; {', '.join(f'torch {wk.version} ({wk.python})' for wk in workers) or 'no torch'}; "
-          f"gridsampler {os.path.relpath(args.volume_bench if args.suite == 'volumes' else args.cli)}; {cpu}, {os.cpu_count()} CPUs; "
+          f"gridsampler {os.path.relpath(args.cli)}; {cpu}, {os.cpu_count()} CPUs; "
           f"medians of {args.rounds} rounds x {args.reps} reps  ")
     for t in sorted({1} | set(threads)):
         print(copy_bandwidth.summary(t) + "  ")
@@ -292,10 +278,7 @@ def main():
                     for _ in range(args.rounds):
                         for wk in workers:
                             times[wk.version].append(wk.median_ms(w, folder, op, t, args.reps))
-                        if args.suite == "volumes":
-                            times["ours"].append(ours_volume_ms(args.volume_bench, w, folder, op, t, args.reps))
-                        else:
-                            times["ours"].append(ours_files_ms(args.cli, w, folder, op, t, args.reps))
+                        times["ours"].append(ours_files_ms(args.cli, w, folder, op, t, args.reps))
                     results[(w.name, op, t)] = {
                         k: None if None in v else statistics.median(v) for k, v in times.items()}
                     print(f"  {w.name} {op} {t}T: " + ", ".join(

@@ -4,12 +4,67 @@
 
 #include "core/memory.hpp"
 #include "core/validate.hpp"
+#include "core/zero_fill.hpp"
 #include "cpu/double_backward.hpp"
 #include "cpu/plan.hpp"
 #include "cpu/volume_call.hpp"
 #include "gridsampler/gridsampler.hpp"
 
 namespace gridsampler {
+namespace {
+
+// The first-order calls of either rank, for the double backward below.
+Status sample(TensorView in, TensorView grid, MutableTensorView out, const Options& o) {
+  return grid_sampler_2d(in, grid, out, o);
+}
+Status sample(VolumeView in, VolumeView grid, MutableVolumeView out, const Options& o) {
+  return grid_sampler_3d(in, grid, out, o);
+}
+Status grid_gradient(TensorView grad, TensorView in, TensorView grid, MutableTensorView dgrid, const Options& o) {
+  return grid_sampler_2d_backward(grad, in, grid, MutableTensorView{nullptr, in.dtype, {}, {}}, dgrid, o,
+                                  OutputMask{false, true});
+}
+Status grid_gradient(VolumeView grad, VolumeView in, VolumeView grid, MutableVolumeView dgrid, const Options& o) {
+  return grid_sampler_3d_backward(grad, in, grid, MutableVolumeView{nullptr, in.dtype, {}, {}}, dgrid, o,
+                                  OutputMask{false, true});
+}
+template <class MutView>
+void zero(const MutView& v) {
+  detail::zero_fill(v.data, dtype_size(v.dtype), v.shape, v.strides);
+}
+
+// The double backward without gg_dgrid (a loss on dx alone, as in an R1
+// penalty) is two first-order calls. dx is linear in grad with the
+// forward's weights, so d<gg_dx, dx>/d grad = grid_sample(gg_dx, grid); its
+// derivative in grid is the backward's dgrid with gg_dx in the input's place;
+// dx does not depend on the input, so d_input is zero. Both kernels are
+// faster than the fused pass, which also carries what gg_dgrid needs, and
+// they apply the same coordinate policy (zero factors, nearest's zero
+// derivatives). Arguments are validated.
+template <class View, class MutView>
+Status double_backward_from_gg_dx(const View& gg_dx, const View& grad, const View& grid, const MutView& d_grad,
+                                  const MutView& d_input, const MutView& d_grid, const Options& options,
+                                  DoubleBackwardMask mask) {
+  const bool has_gg_dx = gg_dx.data != nullptr;
+  if (mask.input) zero(d_input);
+  if (mask.grad) {
+    if (!has_gg_dx) {
+      zero(d_grad);
+    } else if (Status s = sample(gg_dx, grid, d_grad, options); !s.ok()) {
+      return s;
+    }
+  }
+  if (mask.grid) {
+    if (!has_gg_dx) {
+      zero(d_grid);
+    } else if (Status s = grid_gradient(grad, gg_dx, grid, d_grid, options); !s.ok()) {
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status grid_sampler_2d(TensorView input, TensorView grid, MutableTensorView output,
                        const Options& options) {
@@ -70,6 +125,9 @@ Status grid_sampler_2d_double_backward(TensorView gg_dx, TensorView gg_dgrid, Te
                                                   d_grid, options, mask, &p);
       !s.ok())
     return s;
+  if (gg_dgrid.data == nullptr) {
+    return double_backward_from_gg_dx(gg_dx, grad, grid, d_grad, d_input, d_grid, options, mask);
+  }
   const cpu::DoubleBackwardPlan plan =
       cpu::plan_double_backward(p, mask, gg_dx.data != nullptr, gg_dgrid.data != nullptr);
   detail::CachedBuffer workspace(plan.workspace_bytes);
@@ -90,6 +148,9 @@ Status grid_sampler_3d_double_backward(VolumeView gg_dx, VolumeView gg_dgrid, Vo
                                                      options, mask, &p);
       !s.ok())
     return s;
+  if (gg_dgrid.data == nullptr) {
+    return double_backward_from_gg_dx(gg_dx, grad, grid, d_grad, d_input, d_grid, options, mask);
+  }
   const cpu::DoubleBackwardPlan plan =
       cpu::plan_double_backward(p, mask, gg_dx.data != nullptr, gg_dgrid.data != nullptr);
   detail::CachedBuffer workspace(plan.workspace_bytes);

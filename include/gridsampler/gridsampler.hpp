@@ -182,7 +182,9 @@ struct DoubleBackwardMask {
 // shape of grad), input (d_input, shape of input) and grid (d_grid, shape of
 // grid): what autograd needs to take a gradient of a gradient.
 //   * gg_dx or gg_dgrid may be absent: a view with null data counts as zeros
-//     (its shape is then not checked).
+//     (its shape is then not checked). Without gg_dgrid the call is a
+//     forward of gg_dx (d_grad) and a backward's dgrid with gg_dx as the
+//     input (d_grid); d_input is zero.
 //   * nearest: d_grad is the nearest sample of gg_dx; d_input and d_grid are
 //     zero (the weights are piecewise constant).
 //   * The coordinate policy of the first order holds: where dgrid has a zero

@@ -176,37 +176,45 @@ def _bound(kernel, rank, original):
     return lambda keyset, *args: kernel(rank, original, keyset, *args)
 
 
-class _NativeSecondOrder(torch.autograd.Function):
-    """``aten::grid_sampler_2d_backward`` with gridsampler's double backward as
-    its derivative: the first order is redispatched below autograd (to the CPU
-    kernel above), the second runs natively in one call instead of PyTorch's
-    composite of gathers and scatters around the two first-order operators."""
+def _native_second_order(rank: int) -> type:
+    """``aten::grid_sampler_2d_backward`` (`rank` 4) or ``_3d_backward`` (5)
+    with gridsampler's double backward as its derivative: the first order is
+    redispatched below autograd (to the CPU kernel above), the second runs
+    natively in one call instead of PyTorch's composite of gathers and scatters
+    around the two first-order operators."""
+    first_order = getattr(torch.ops.aten, f"grid_sampler_{rank - 2}d_backward").default
+    second_order = getattr(torch.ops.gridsampler, f"grid_sampler_{rank - 2}d_double_backward")
 
-    @staticmethod
-    def forward(keyset, grad, input, grid, interpolation_mode, padding_mode, align_corners,
-                output_mask):
-        below = keyset & torch._C._after_autograd_keyset
-        return torch.ops.aten.grid_sampler_2d_backward.default.redispatch(
-            below, grad, input, grid, interpolation_mode, padding_mode, align_corners,
-            output_mask)
+    class NativeSecondOrder(torch.autograd.Function):
+        @staticmethod
+        def forward(keyset, grad, input, grid, interpolation_mode, padding_mode, align_corners,
+                    output_mask):
+            below = keyset & torch._C._after_autograd_keyset
+            return first_order.redispatch(below, grad, input, grid, interpolation_mode,
+                                          padding_mode, align_corners, output_mask)
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        _, grad, input, grid, interpolation_mode, padding_mode, align_corners, output_mask = inputs
-        ctx.save_for_backward(grad, input, grid)
-        ctx.options = (MODES[interpolation_mode], PADDING_MODES[padding_mode], bool(align_corners))
-        ctx.has_dx = bool(output_mask[0])
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            _, grad, input, grid, interpolation_mode, padding_mode, align_corners, output_mask = inputs
+            ctx.save_for_backward(grad, input, grid)
+            ctx.options = (MODES[interpolation_mode], PADDING_MODES[padding_mode], bool(align_corners))
+            ctx.has_dx = bool(output_mask[0])
+            # An output the loss does not use arrives as None, not as zeros,
+            # and the double backward leaves its terms out.
+            ctx.set_materialize_grads(False)
 
-    @staticmethod
-    def backward(ctx, gg_dx, gg_dgrid):
-        grad, input, grid = ctx.saved_tensors
-        want = list(ctx.needs_input_grad[1:4])
-        if not any(want):
-            return (None,) * 8
-        _stats.add("double_backward")
-        d = torch.ops.gridsampler.grid_sampler_2d_double_backward(
-            gg_dx if ctx.has_dx else None, gg_dgrid, grad, input, grid, *ctx.options, want)
-        return (None, *(t if w else None for t, w in zip(d, want)), None, None, None, None)
+        @staticmethod
+        def backward(ctx, gg_dx, gg_dgrid):
+            grad, input, grid = ctx.saved_tensors
+            want = list(ctx.needs_input_grad[1:4])
+            if not any(want):
+                return (None,) * 8
+            _stats.add("double_backward")
+            d = second_order(gg_dx if ctx.has_dx else None, gg_dgrid, grad, input, grid,
+                             *ctx.options, want)
+            return (None, *(t if w else None for t, w in zip(d, want)), None, None, None, None)
+
+    return NativeSecondOrder
 
 
 def _functorch_wrapped(*tensors: Any) -> bool:
@@ -214,32 +222,38 @@ def _functorch_wrapped(*tensors: Any) -> bool:
     return is_wrapped is not None and any(isinstance(t, Tensor) and is_wrapped(t) for t in tensors)
 
 
-def _second_order_kernel(original, keyset, grad, input, grid, interpolation_mode, padding_mode,
-                         align_corners, output_mask):
+def _second_order_kernel(rank, native, original, keyset, grad, input, grid, interpolation_mode,
+                         padding_mode, align_corners, output_mask):
     # torch.func's transforms wrap tensors (no storage to check): their
     # derivatives stay PyTorch's formula, which still runs the first-order
     # operators on gridsampler. Alignment is the CPU kernel's to check (it
     # hands misaligned calls on) and the second-order operator copies.
     if (_functorch_wrapped(grad, input, grid)
-            or not takes(input, grid, interpolation_mode, padding_mode, check_alignment=False)
+            or not takes(input, grid, interpolation_mode, padding_mode, check_alignment=False,
+                         rank=rank)
             or not _grad_fits(grad, input, grid) or len(output_mask) != 2):
         return original.call_boxed(keyset, grad, input, grid, interpolation_mode, padding_mode,
                                    align_corners, output_mask)
-    return _NativeSecondOrder.apply(keyset, grad, input, grid, interpolation_mode, padding_mode,
-                                    align_corners, output_mask)
+    return native.apply(keyset, grad, input, grid, interpolation_mode, padding_mode,
+                        align_corners, output_mask)
 
 
 def _register_second_order(lib: torch.library.Library) -> None:
     """Registers gridsampler's double backward as the derivative of
-    ``aten::grid_sampler_2d_backward`` on CPU only (its AutogradCPU kernel;
-    other devices keep PyTorch's formula), with the kernel registered before
-    for the calls it does not take. The native formula is not differentiable
-    again: a third order through the switch raises a RuntimeError saying so."""
-    import gridsampler.torch  # noqa: F401  (defines the second-order operator)
-    original = torch.library.get_kernel("aten::grid_sampler_2d_backward", "AutogradCPU")
-    lib.impl("grid_sampler_2d_backward",
-             lambda keyset, *args: _second_order_kernel(original, keyset, *args),
-             "AutogradCPU", with_keyset=True)
+    ``aten::grid_sampler_2d_backward`` and ``aten::grid_sampler_3d_backward``
+    on CPU only (their AutogradCPU kernels; other devices keep PyTorch's
+    formula), with the kernels registered before for the calls it does not
+    take. The native formula is not differentiable again: a third order
+    through the switch raises a RuntimeError saying so."""
+    import gridsampler.torch  # noqa: F401  (defines the second-order operators)
+    for rank in (4, 5):
+        name = f"grid_sampler_{rank - 2}d_backward"
+        original = torch.library.get_kernel(f"aten::{name}", "AutogradCPU")
+        native = _native_second_order(rank)
+        lib.impl(name,
+                 lambda keyset, *args, rank=rank, native=native, original=original:
+                 _second_order_kernel(rank, native, original, keyset, *args),
+                 "AutogradCPU", with_keyset=True)
 
 
 class _State:

@@ -226,6 +226,10 @@ def _backward_setup_context(ctx, inputs, output) -> None:
     ctx.save_for_backward(grad, input, grid)
     ctx.options = (mode, padding_mode, align_corners)
     ctx.output_mask = [bool(m) for m in output_mask]
+    # An output of the backward that the loss does not use then arrives as
+    # None, not as zeros: the double backward skips its terms (and, with no
+    # gg_dgrid, runs as a forward and a backward).
+    ctx.set_materialize_grads(False)
 
 
 def _incoming(gg: Optional[Tensor], wanted: bool) -> Optional[Tensor]:

@@ -716,6 +716,37 @@ def test_switch_channels_last_3d_and_mask(torch, gt):
     assert_near(dgrid, dgrid_ref, TOL["float32"], "dgrid")
 
 
+@pytest.mark.parametrize("mode,padding,align", CASES, ids=CASE_IDS)
+def test_switch_second_order_is_native(torch, gt, mode, padding, align):
+    """Second order of F.grid_sample on 5-D with the switch on: gridsampler's
+    native double backward as the derivative of aten::grid_sampler_3d_backward
+    (counted), equal to PyTorch's formula within float64 rounding; with both
+    incoming gradients, and with dgrid unused (gg_dx alone)."""
+    F = torch.nn.functional
+    args = second_order_problem(torch, torch.float64, seed=41)
+    x, g, go, gg_dx, gg_dgrid = args
+    for incoming in ((gg_dx, gg_dgrid), (gg_dx, None)):
+        def penalty(x, g):
+            x = x.detach().requires_grad_()
+            g = g.detach().requires_grad_()
+            out = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
+            dx, dgrid = torch.autograd.grad(out, (x, g), go, create_graph=True)
+            loss = (dx * incoming[0]).sum()
+            if incoming[1] is not None:
+                loss = loss + (dgrid * incoming[1]).sum()
+            res = torch.autograd.grad(loss, (x, g), allow_unused=True)
+            return [torch.zeros_like(t) if r is None else r for r, t in zip(res, (x, g))]
+        theirs = penalty(x, g)
+        gt.switch_stats(reset=True)
+        with gt.switch():
+            ours = penalty(x, g)
+        stats = gt.switch_stats()
+        assert stats["grid_sampler_3d_backward"] == 1 and stats["double_backward"] == 1, stats
+        assert stats["handed_on"] == 0, stats
+        for name, a, b in zip(("d/dx", "d/dgrid"), ours, theirs):
+            assert_near(a, b, 1e-10, name)
+
+
 def test_switch_hands_on_what_it_does_not_take(torch, gt):
     """Calls PyTorch rejects keep PyTorch's message; counted as handed on."""
     F = torch.nn.functional
