@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/block_test_util.hpp"
@@ -149,24 +150,6 @@ void check_modes(Rng& rng) {
   }
 }
 
-template <class S, Interpolation M>
-void check_paddings(Rng& rng) {
-  check_modes<S, M, Padding::kZeros, false>(rng);
-  check_modes<S, M, Padding::kZeros, true>(rng);
-  check_modes<S, M, Padding::kBorder, false>(rng);
-  check_modes<S, M, Padding::kBorder, true>(rng);
-  check_modes<S, M, Padding::kReflection, false>(rng);
-  check_modes<S, M, Padding::kReflection, true>(rng);
-}
-
-template <class S>
-void check_dtype(uint64_t seed) {
-  Rng rng(seed);
-  check_paddings<S, Interpolation::kBilinear>(rng);
-  check_paddings<S, Interpolation::kNearest>(rng);
-  check_paddings<S, Interpolation::kBicubic>(rng);
-}
-
 // The volume builders (builders_3d-inl.h) likewise, against build_stencil_3d:
 // voxels' flat indices (z * Hin + y) * Win + x, three weight derivatives and
 // three coordinate factors.
@@ -260,22 +243,34 @@ void check_modes_3d(Rng& rng) {
   }
 }
 
-template <class S, Interpolation M>
-void check_paddings_3d(Rng& rng) {
-  check_modes_3d<S, M, Padding::kZeros, false>(rng);
-  check_modes_3d<S, M, Padding::kZeros, true>(rng);
-  check_modes_3d<S, M, Padding::kBorder, false>(rng);
-  check_modes_3d<S, M, Padding::kBorder, true>(rng);
-  check_modes_3d<S, M, Padding::kReflection, false>(rng);
-  check_modes_3d<S, M, Padding::kReflection, true>(rng);
+template <class F>
+void for_each_mode(F&& f) {
+  f(std::integral_constant<Interpolation, Interpolation::kBilinear>{});
+  f(std::integral_constant<Interpolation, Interpolation::kNearest>{});
+  f(std::integral_constant<Interpolation, Interpolation::kBicubic>{});
 }
 
-template <class S>
-void check_dtype_3d(uint64_t seed) {
+// Every padding and align_corners of one mode, for images or volumes.
+template <bool kVolume, class S, Interpolation M, Padding P>
+void check_aligns(Rng& rng) {
+  if constexpr (kVolume) {
+    check_modes_3d<S, M, P, false>(rng);
+    check_modes_3d<S, M, P, true>(rng);
+  } else {
+    check_modes<S, M, P, false>(rng);
+    check_modes<S, M, P, true>(rng);
+  }
+}
+
+template <bool kVolume, class S>
+void check_dtype(uint64_t seed) {
   Rng rng(seed);
-  check_paddings_3d<S, Interpolation::kBilinear>(rng);
-  check_paddings_3d<S, Interpolation::kNearest>(rng);
-  check_paddings_3d<S, Interpolation::kBicubic>(rng);
+  for_each_mode([&](auto mode) {
+    constexpr Interpolation M = decltype(mode)::value;
+    check_aligns<kVolume, S, M, Padding::kZeros>(rng);
+    check_aligns<kVolume, S, M, Padding::kBorder>(rng);
+    check_aligns<kVolume, S, M, Padding::kReflection>(rng);
+  });
 }
 
 // Runs `check` once for every compiled SIMD target this CPU supports.
@@ -293,14 +288,14 @@ void for_each_target(F&& check) {
   force_targets(0);
 }
 
-TEST(Builders, Float) { for_each_target([] { check_dtype<float>(1); }); }
-TEST(Builders, Double) { for_each_target([] { check_dtype<double>(2); }); }
-TEST(Builders, Half) { for_each_target([] { check_dtype<Half>(3); }); }
-TEST(Builders, BFloat16) { for_each_target([] { check_dtype<BFloat16>(4); }); }
-TEST(Builders, VolumeFloat) { for_each_target([] { check_dtype_3d<float>(5); }); }
-TEST(Builders, VolumeDouble) { for_each_target([] { check_dtype_3d<double>(6); }); }
-TEST(Builders, VolumeHalf) { for_each_target([] { check_dtype_3d<Half>(7); }); }
-TEST(Builders, VolumeBFloat16) { for_each_target([] { check_dtype_3d<BFloat16>(8); }); }
+TEST(Builders, Float) { for_each_target([] { check_dtype<false, float>(1); }); }
+TEST(Builders, Double) { for_each_target([] { check_dtype<false, double>(2); }); }
+TEST(Builders, Half) { for_each_target([] { check_dtype<false, Half>(3); }); }
+TEST(Builders, BFloat16) { for_each_target([] { check_dtype<false, BFloat16>(4); }); }
+TEST(Builders, VolumeFloat) { for_each_target([] { check_dtype<true, float>(5); }); }
+TEST(Builders, VolumeDouble) { for_each_target([] { check_dtype<true, double>(6); }); }
+TEST(Builders, VolumeHalf) { for_each_target([] { check_dtype<true, Half>(7); }); }
+TEST(Builders, VolumeBFloat16) { for_each_target([] { check_dtype<true, BFloat16>(8); }); }
 
 }  // namespace
 }  // namespace gridsampler::cpu

@@ -250,9 +250,10 @@ inline VF cubic_unnormalize(DF df, VF g, int64_t size) {
   return hn::Mul(hn::Sub(hn::Mul(hn::Add(g, one), hn::Set(df, static_cast<float>(size))), one), half);
 }
 
-// coords::cubic_weights, term by term.
+// coords::cubic_weights and, when `g` is given, coords::cubic_weight_grads,
+// term by term.
 template <class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
-inline void cubic_weights_lanes(DF df, VF frac, VF w[4]) {
+inline void cubic_weights_lanes(DF df, VF frac, VF w[4], VF* g) {
   namespace hn = hwy::HWY_NAMESPACE;
   const auto one = hn::Set(df, 1.0f), a = hn::Set(df, -0.75f);
   const auto a2 = hn::Add(a, hn::Set(df, 2.0f)), a3 = hn::Add(a, hn::Set(df, 3.0f));
@@ -265,15 +266,8 @@ inline void cubic_weights_lanes(DF df, VF frac, VF w[4]) {
   w[1] = near(frac);
   w[2] = near(x2);
   w[3] = far(hn::Add(x2, one));
-}
-
-// coords::cubic_weight_grads, term by term.
-template <class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
-inline void cubic_weight_grads_lanes(DF df, VF frac, VF g[4]) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  const auto one = hn::Set(df, 1.0f), a = hn::Set(df, -0.75f);
-  const auto a2 = hn::Add(a, hn::Set(df, 2.0f)), a3 = hn::Add(a, hn::Set(df, 3.0f));
-  const auto a8 = hn::Mul(hn::Set(df, 8.0f), a), a10 = hn::Mul(hn::Set(df, 10.0f), a);
+  if (g == nullptr) return;
+  const auto a10 = hn::Mul(hn::Set(df, 10.0f), a);
   const auto m3a = hn::Mul(hn::Set(df, -3.0f), a), p3a = hn::Mul(hn::Set(df, 3.0f), a);
   const auto m3a2 = hn::Mul(hn::Set(df, -3.0f), a2), p3a2 = hn::Mul(hn::Set(df, 3.0f), a2);
   const auto two_a3 = hn::Mul(hn::Set(df, 2.0f), a3);
@@ -356,12 +350,8 @@ inline void bicubic_taps_lanes(const float* grid_x, const float* grid_y, int cou
     const VF zero = hn::Zero(df);
     const VF frac_x = hn::Add(hn::Sub(ix, fx), zero), frac_y = hn::Add(hn::Sub(iy, fy), zero);
     VF cx[4], cy[4], gcx[4], gcy[4];
-    cubic_weights_lanes(df, frac_x, cx);
-    cubic_weights_lanes(df, frac_y, cy);
-    if (derivatives) {
-      cubic_weight_grads_lanes(df, frac_x, gcx);
-      cubic_weight_grads_lanes(df, frac_y, gcy);
-    }
+    cubic_weights_lanes(df, frac_x, cx, derivatives ? gcx : nullptr);
+    cubic_weights_lanes(df, frac_y, cy, derivatives ? gcy : nullptr);
     VI tx[4], ty[4];
     MI x_in[4], y_in[4];
     MI bad = hn::RebindMask(di, hn::Not(ok));

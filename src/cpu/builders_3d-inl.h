@@ -201,8 +201,7 @@ inline void tricubic_taps_lanes(const float* grid_x, const float* grid_y, const 
       const VF f = hn::Floor(x);
       // + 0: see bicubic_taps_lanes.
       const VF frac = hn::Add(hn::Sub(x, f), hn::Zero(df));
-      cubic_weights_lanes(df, frac, w[c]);
-      if (derivatives) cubic_weight_grads_lanes(df, frac, g[c]);
+      cubic_weights_lanes(df, frac, w[c], derivatives ? g[c] : nullptr);
       pad_cubic_taps<P, kAlign>(di, hn::ConvertTo(di, f), size[c], pos[c], in[c], &bad);
       hn::StoreU(hn::Set(df, mult[c]), df, t->mult[c] + i);
     }
