@@ -28,10 +28,6 @@ Status grid_gradient(VolumeView grad, VolumeView in, VolumeView grid, MutableVol
   return grid_sampler_3d_backward(grad, in, grid, MutableVolumeView{nullptr, in.dtype, {}, {}}, dgrid, o,
                                   OutputMask{false, true});
 }
-template <class MutView>
-void zero(const MutView& v) {
-  detail::zero_fill(v.data, dtype_size(v.dtype), v.shape, v.strides);
-}
 
 // The double backward without gg_dgrid (a loss on dx alone, as in an R1
 // penalty) is two first-order calls. dx is linear in grad with the
@@ -40,27 +36,30 @@ void zero(const MutView& v) {
 // dx does not depend on the input, so d_input is zero. Both kernels are
 // faster than the fused pass, which also carries what gg_dgrid needs, and
 // they apply the same coordinate policy (zero factors, nearest's zero
-// derivatives). Arguments are validated.
+// derivatives). Arguments are validated, so only an allocation can fail:
+// the backward, which allocates before it writes, runs first, so that its
+// failure leaves every output untouched (a volume forward's packed copy of
+// a non-mergeable gg_dx can still fail after it).
 template <class View, class MutView>
 Status double_backward_from_gg_dx(const View& gg_dx, const View& grad, const View& grid, const MutView& d_grad,
                                   const MutView& d_input, const MutView& d_grid, const Options& options,
                                   DoubleBackwardMask mask) {
   const bool has_gg_dx = gg_dx.data != nullptr;
-  if (mask.input) zero(d_input);
-  if (mask.grad) {
-    if (!has_gg_dx) {
-      zero(d_grad);
-    } else if (Status s = sample(gg_dx, grid, d_grad, options); !s.ok()) {
-      return s;
-    }
-  }
   if (mask.grid) {
     if (!has_gg_dx) {
-      zero(d_grid);
+      detail::zero_view(d_grid);
     } else if (Status s = grid_gradient(grad, gg_dx, grid, d_grid, options); !s.ok()) {
       return s;
     }
   }
+  if (mask.grad) {
+    if (!has_gg_dx) {
+      detail::zero_view(d_grad);
+    } else if (Status s = sample(gg_dx, grid, d_grad, options); !s.ok()) {
+      return s;
+    }
+  }
+  if (mask.input) detail::zero_view(d_input);
   return Status::Ok();
 }
 
@@ -129,7 +128,7 @@ Status grid_sampler_2d_double_backward(TensorView gg_dx, TensorView gg_dgrid, Te
     return double_backward_from_gg_dx(gg_dx, grad, grid, d_grad, d_input, d_grid, options, mask);
   }
   const cpu::DoubleBackwardPlan plan =
-      cpu::plan_double_backward(p, mask, gg_dx.data != nullptr, gg_dgrid.data != nullptr);
+      cpu::plan_double_backward(p, mask, gg_dx.data != nullptr);
   detail::CachedBuffer workspace(plan.workspace_bytes);
   if (plan.workspace_bytes > 0 && workspace.data() == nullptr) {
     return {StatusCode::kInternal,
@@ -152,7 +151,7 @@ Status grid_sampler_3d_double_backward(VolumeView gg_dx, VolumeView gg_dgrid, Vo
     return double_backward_from_gg_dx(gg_dx, grad, grid, d_grad, d_input, d_grid, options, mask);
   }
   const cpu::DoubleBackwardPlan plan =
-      cpu::plan_double_backward(p, mask, gg_dx.data != nullptr, gg_dgrid.data != nullptr);
+      cpu::plan_double_backward(p, mask, gg_dx.data != nullptr);
   detail::CachedBuffer workspace(plan.workspace_bytes);
   if (plan.workspace_bytes > 0 && workspace.data() == nullptr) {
     return {StatusCode::kInternal,

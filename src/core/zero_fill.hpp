@@ -11,6 +11,8 @@
 #include <cstring>
 #include <utility>
 
+#include "gridsampler/gridsampler.hpp"
+
 namespace gridsampler::detail {
 
 // `shape` and `strides` (in elements) describe a view that does not overlap
@@ -78,6 +80,13 @@ void zero_fill(void* data, std::size_t elem, const std::array<int64_t, Rank>& sh
     while (r < merged && ++index[r] == runs[r].size) index[r++] = 0;
     if (r == merged) return;
   }
+}
+
+// zero_fill over an output view of either rank (validated: not
+// self-overlapping).
+template <std::size_t Rank>
+void zero_view(const BasicTensorView<void*, Rank>& v) {
+  zero_fill(v.data, dtype_size(v.dtype), v.shape, v.strides);
 }
 
 }  // namespace gridsampler::detail

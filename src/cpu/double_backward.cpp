@@ -338,8 +338,8 @@ void run_planar(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, const In
   constexpr bool kSmooth = M != Interpolation::kNearest;
   const Problem& p = plan.problem;
   const DoubleBackwardMask mask = plan.mask;
-  const bool use_e = plan.has_gg_dx;                   // gg_dx's terms
-  const bool use_v = plan.has_gg_dgrid && kSmooth;    // gg_dgrid's terms
+  const bool use_e = plan.has_gg_dx;  // gg_dx's terms
+  const bool use_v = kSmooth;         // gg_dgrid's terms (nearest has none)
   const bool scatter = mask.input && use_v;
   const int64_t pixels = p.out_d * p.out_h * p.out_w, plane = p.in_d * p.in_h * p.in_w;
   const int64_t blocks = plan.channel_blocks, cb = plan.channel_block;
@@ -479,7 +479,7 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
   const Problem& p = plan.problem;
   const DoubleBackwardMask mask = plan.mask;
   const bool use_e = plan.has_gg_dx;
-  const bool use_v = plan.has_gg_dgrid && kSmooth;
+  const bool use_v = kSmooth;
   const bool scatter = mask.input && use_v;
   const int64_t pixels = p.out_d * p.out_h * p.out_w, plane = p.in_d * p.in_h * p.in_w;
   const int64_t rows = p.in_d * p.in_h;  // input rows (z, y)
@@ -671,13 +671,11 @@ void run_any(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, const InVie
 
 }  // namespace
 
-DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mask, bool has_gg_dx,
-                                        bool has_gg_dgrid) {
+DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mask, bool has_gg_dx) {
   DoubleBackwardPlan plan;
   plan.problem = p;
   plan.mask = mask;
   plan.has_gg_dx = has_gg_dx;
-  plan.has_gg_dgrid = has_gg_dgrid;
   const int64_t pixels = p.out_d * p.out_h * p.out_w;
   const uint64_t elem = p.dtype == DType::kFloat64 ? sizeof(double) : sizeof(float);
   const uint64_t planes_bytes = mul(mul(mul(static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.c)),
@@ -688,7 +686,7 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
   int64_t chunks = 1;
   if (p.n > 0 && p.n < kMinTasks && pixels >= 2 * kMinChunkPixels) {
     chunks = std::min((kMinTasks + p.n - 1) / p.n, pixels / kMinChunkPixels);
-    if (mask.input && has_gg_dgrid) {
+    if (mask.input) {
       const uint64_t fit = planes_bytes == 0 ? 1 : kMaxPartialBytes / planes_bytes;
       chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, static_cast<int64_t>(std::min<uint64_t>(fit, 1 << 20))));
     }
@@ -703,8 +701,8 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
   plan.channel_blocks = std::max<int64_t>(1, (p.c + plan.channel_block - 1) / plan.channel_block);
   const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
   const bool smooth = p.options.interpolation != Interpolation::kNearest;
-  const bool scatter = mask.input && has_gg_dgrid && smooth;
-  const bool need_values = has_gg_dgrid && smooth;
+  const bool scatter = mask.input && smooth;
+  const bool need_values = smooth;
   const auto plane = static_cast<uint64_t>(p.in_d * p.in_h * p.in_w);
   // The interleaved split: blocks of at most kMaxBlock channels, split
   // further for tasks while blocks keep 8 channels or more (a narrower run

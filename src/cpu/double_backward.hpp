@@ -23,7 +23,7 @@ namespace gridsampler::cpu {
 struct DoubleBackwardPlan {
   detail::Problem problem;
   DoubleBackwardMask mask;
-  bool has_gg_dx = false, has_gg_dgrid = false;
+  bool has_gg_dx = false;
   int threads = 1;
   int64_t channel_block = 1;  // channels per task
   int64_t channel_blocks = 1;
@@ -44,8 +44,10 @@ struct DoubleBackwardPlan {
   std::size_t workspace_bytes = 0;
 };
 
+// For calls with gg_dgrid: without it the entry points (src/api.cpp) make
+// two first-order calls instead.
 DoubleBackwardPlan plan_double_backward(const detail::Problem& problem, DoubleBackwardMask mask,
-                                        bool has_gg_dx, bool has_gg_dgrid);
+                                        bool has_gg_dx);
 
 // `workspace` holds plan.workspace_bytes bytes, at any alignment.
 void run_double_backward(const DoubleBackwardPlan& plan, const TensorView& gg_dx, const TensorView& gg_dgrid,

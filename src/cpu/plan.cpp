@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "core/dtype.hpp"
 #include "core/memory.hpp"
@@ -72,16 +71,13 @@ int team_for(const Problem& p, uint64_t tasks) {
   return static_cast<int>(std::clamp<uint64_t>(tasks, 1, static_cast<uint64_t>(call_threads(p))));
 }
 
-// Sets every element of a (validated, non-self-overlapping) view to +0.0.
-void zero_view(const MutableTensorView& t) { detail::zero_fill(t.data, dtype_size(t.dtype), t.shape, t.strides); }
-
 // The backward of an empty problem (N, C or Hout * Wout is 0): dx is a sum
 // over no output pixels, dgrid a sum over no channels; whichever of them is
 // wanted and not empty is zero. Nothing else is read or computed.
 void backward_empty(const BackwardPlan& plan, const TensorView&, const TensorView&, const TensorView&,
                     const MutableTensorView& dx, const MutableTensorView& dgrid, void*) {
-  if (plan.problem.mask.input) zero_view(dx);
-  if (plan.problem.mask.grid) zero_view(dgrid);
+  if (plan.problem.mask.input) detail::zero_view(dx);
+  if (plan.problem.mask.grid) detail::zero_view(dgrid);
 }
 
 // How much the pixel chunks of a backward may cost (see kMaxChunkBytes).

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/zero_fill.hpp"
 #include "cpu/volume_views.hpp"
 
 namespace gridsampler::cpu {
@@ -64,8 +65,8 @@ Status run_backward_3d(const BackwardPlan& plan, const VolumeView& grad, const V
   const OutputMask mask = plan.problem.mask;
   if (plan.problem.empty()) {
     // dx is a sum over no output voxels, dgrid one over no channels.
-    if (mask.input) zero_volume(dx);
-    if (mask.grid) zero_volume(dgrid);
+    if (mask.input) detail::zero_view(dx);
+    if (mask.grid) detail::zero_view(dgrid);
     return Status::Ok();
   }
   VolumeViews views;

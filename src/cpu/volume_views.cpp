@@ -5,7 +5,6 @@
 #include <new>
 
 #include "core/dtype.hpp"
-#include "core/zero_fill.hpp"
 
 namespace gridsampler::cpu {
 namespace {
@@ -55,8 +54,6 @@ Shape4 merged_strides(const Shape5& shape, const Shape5& strides, int dim) {
 bool dims_merge(const Shape5& shape, const Shape5& strides, int dim) {
   return shape[dim] == 1 || shape[dim + 1] == 1 || strides[dim] == shape[dim + 1] * strides[dim + 1];
 }
-
-void zero_volume(const MutableVolumeView& v) { detail::zero_fill(v.data, dtype_size(v.dtype), v.shape, v.strides); }
 
 void* VolumeViews::pack(const VolumeView& v, bool copy_in, const MutableVolumeView* target) {
   // A valid view may reach few elements through zero strides and still

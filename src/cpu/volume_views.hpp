@@ -26,9 +26,6 @@ bool dims_merge(const Shape5& shape, const Shape5& strides, int dim);
 // and strides alone, so that a plan can be made before any data is touched.
 Shape4 merged_strides(const Shape5& shape, const Shape5& strides, int dim);
 
-// Sets every element of a 5-D view to +0.0 (all-zero bits in every dtype).
-void zero_volume(const MutableVolumeView& v);
-
 // The 4-D views of one volume call, and the packed copies some of them may
 // need. Inputs are packed when they are made; outputs are copied back by
 // finish().
