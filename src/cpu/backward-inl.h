@@ -134,6 +134,10 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   T* values = reinterpret_cast<T*>(ws + plan.values);
   T* scratch = reinterpret_cast<T*>(ws + plan.scratch);
   const TileSource src = tile_source(p, grid, grad.strides, input.strides, true, !plan.flat_taps);
+  // One channel through fused tiles (plan.hpp) when the grid and grad are
+  // dense as well.
+  const Shape4& gs = grad.strides;
+  const bool fused = plan.fused != nullptr && dense_pairs(grid.strides, p.out_w) && gs[3] == 1 && gs[2] == p.out_w;
   auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + L - 1) / L; };
 
 #pragma omp parallel num_threads(plan.threads)
@@ -185,10 +189,19 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
         }
       }
       for (int64_t p0 = p_begin; p0 < p_end; p0 += kTile) {
-        plan.build(src, n, p0, std::min<int64_t>(kTile, p_end - p0), tile.get());
+        const int count = static_cast<int>(std::min<int64_t>(kTile, p_end - p0));
         const Tile<T, K, G>& t = *tile;
         for (int c = 0; c < G; ++c) std::fill_n(sums[c], kTile, T(0));
-        backward_tile<S, K, L, G>(plan, grad, input, dx, t, n, c0, c1, p0, acc, block_values, gt, sums);
+        if (fused) {
+          T* a = !want_dx ? nullptr : plan.direct_dx ? direct_dx_plane<S>(dx, n, 0) : acc;
+          plan.fused(src, n, p0, count, static_cast<const S*>(grad.data) + n * gs[0],
+                     static_cast<const S*>(input.data) + n * input.strides[0], a, want_dx, plan.need_values, sums,
+                     tile->mult);
+          tile->count = count;
+        } else {
+          plan.build(src, n, p0, count, tile.get());
+          backward_tile<S, K, L, G>(plan, grad, input, dx, t, n, c0, c1, p0, acc, block_values, gt, sums);
+        }
         if (want_dgrid && blocks == 1) {
           store_dgrid<S, G>(dgrid, p.out_w, n, p0, t.count, t.mult, sums);
         } else if (want_dgrid) {

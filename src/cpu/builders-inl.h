@@ -59,81 +59,112 @@ inline void put_stencil(const Stencil<T, K>& s, int64_t i, int64_t plane, int64_
 }
 
 // Grid values -> padded source coordinates and their multipliers, as
-// coords::source_index, vectorised over a tile's pixels (g and out hold
-// kTile values; lanes past `count` are computed and ignored). Every step is
-// the scalar policy's operation on the same values, so the results are its
-// bits. Reflection folds with an exact fmod: k = floor(d / span) rounded
-// like the policy's flip count, d - k * span exact (k * span is an integer
-// multiple of 1/2 below 2^22), then at most one correction by a span.
-// Lanes it cannot do that way (not finite, or folded coordinates of 2^21
-// and beyond) take the scalar policy.
-template <Padding P, bool kAlign, class T>
-inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* mult) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<T> d;
-  using V = hn::Vec<decltype(d)>;
-  const int n = static_cast<int>(hn::Lanes(d));
-  const V zero = hn::Zero(d), one = hn::Set(d, T(1)), half = hn::Set(d, T(0.5));
-  const V last = hn::Set(d, static_cast<T>(size - 1));
-  const V slope = hn::Set(d, coords::unnormalize_slope<T>(size, kAlign));
+// coords::source_index, for one vector of pixels along one axis of `size`
+// pixels. Every step is the scalar policy's operation on the same values, so
+// the results are its bits. Reflection folds with an exact fmod: k =
+// floor(d / span) rounded like the policy's flip count, d - k * span exact
+// (k * span is an integer multiple of 1/2 below 2^22), then at most one
+// correction by a span. Lanes it cannot do that way (not finite, or folded
+// coordinates of 2^21 and beyond) are left out of *fast, and the caller
+// takes the scalar policy for them; when `vector_ok` is false (reflection
+// on an empty span, a 1-pixel axis with align_corners, or a huge axis,
+// where the fold would divide by zero or lose exactness) every lane must.
+template <Padding P, bool kAlign, class D>
+struct SourceIndexLanes {
+  using T = hwy::HWY_NAMESPACE::TFromD<D>;
+  using V = hwy::HWY_NAMESPACE::Vec<D>;
+  using M = hwy::HWY_NAMESPACE::Mask<D>;
+  D d;
+  int64_t size;
+  V zero, one, half, last, slope, low, span, limit;
+  bool vector_ok = true;
+
+  SourceIndexLanes(D tag, int64_t axis) : d(tag), size(axis) {
+    namespace hn = hwy::HWY_NAMESPACE;
+    zero = hn::Zero(d);
+    one = hn::Set(d, T(1));
+    half = hn::Set(d, T(0.5));
+    last = hn::Set(d, static_cast<T>(size - 1));
+    slope = hn::Set(d, coords::unnormalize_slope<T>(size, kAlign));
+    // Reflection about twice_low / 2 and twice_high / 2 (coords::reflect).
+    const int64_t twice_low = kAlign ? 0 : -1, twice_high = kAlign ? 2 * (size - 1) : 2 * size - 1;
+    low = hn::Set(d, static_cast<T>(twice_low) / 2);
+    span = hn::Set(d, static_cast<T>(twice_high - twice_low) / 2);
+    limit = hn::Set(d, T(1 << 21));
+    if (P == Padding::kReflection) vector_ok = twice_low != twice_high && size < (int64_t{1} << 20);
+  }
+
   // coords::clip: [0, size - 1], slope 1 strictly inside; NaN -> 0.
-  auto clip = [&](V in, V* clip_slope) {
+  V clip(V in, V* clip_slope) const {
+    namespace hn = hwy::HWY_NAMESPACE;
     const auto positive = hn::Gt(in, zero), high = hn::Ge(in, last);
     *clip_slope = hn::IfThenElseZero(hn::AndNot(high, positive), one);
     return hn::IfThenElseZero(positive, hn::IfThenElse(high, last, in));
-  };
-  // Reflection about twice_low / 2 and twice_high / 2 (coords::reflect).
-  const int64_t twice_low = kAlign ? 0 : -1, twice_high = kAlign ? 2 * (size - 1) : 2 * size - 1;
-  const bool empty_span = twice_low == twice_high;
-  const V low = hn::Set(d, static_cast<T>(twice_low) / 2);
-  const V span = hn::Set(d, static_cast<T>(twice_high - twice_low) / 2);
-  const V limit = hn::Set(d, T(1 << 21));
-  const bool fold_exact = size < (int64_t{1} << 20);
-  auto scalar_lanes = [&](int from, int to) {
-    for (int l = from; l < to; ++l) out[l] = coords::source_index<P>(g[l], size, kAlign, &mult[l]);
-  };
-  for (int i = 0; i < count; i += n) {
-    const V c = hn::LoadU(d, g + i);
+  }
+
+  V operator()(V c, V* mult, M* fast) const {
+    namespace hn = hwy::HWY_NAMESPACE;
     const V in = kAlign ? hn::Mul(hn::Mul(hn::Add(c, one), half), last)
                         : hn::Mul(hn::Sub(hn::Mul(hn::Add(c, one), hn::Set(d, static_cast<T>(size))), one), half);
     if constexpr (P == Padding::kZeros) {
-      hn::StoreU(in, d, out + i);
-      hn::StoreU(slope, d, mult + i);
+      *mult = slope;
+      *fast = hn::FirstN(d, hn::Lanes(d));
+      return in;
     } else if constexpr (P == Padding::kBorder) {
       V clip_slope;
-      hn::StoreU(clip(in, &clip_slope), d, out + i);
-      hn::StoreU(hn::Mul(slope, clip_slope), d, mult + i);
+      const V out = clip(in, &clip_slope);
+      *mult = hn::Mul(slope, clip_slope);
+      *fast = hn::FirstN(d, hn::Lanes(d));
+      return out;
     } else {
-      // An empty span (a 1-pixel axis with align_corners) or a huge image:
-      // the scalar policy for every lane (the vector fold would divide by
-      // zero or lose exactness, and convert NaN to an integer).
-      if (empty_span || !fold_exact) {
-        scalar_lanes(i, i + n);
-        continue;
-      }
       V dist = hn::Sub(in, low);
       const auto negative = hn::Lt(dist, zero);
       const V sign = hn::IfThenElse(negative, hn::Set(d, T(-1)), one);
       dist = hn::IfThenElse(negative, hn::Neg(dist), dist);
       // Not (dist < limit): NaN and infinities included.
-      const auto fast = hn::Lt(dist, limit);
-      dist = hn::IfThenElseZero(fast, dist);
+      *fast = hn::Lt(dist, limit);
+      dist = hn::IfThenElseZero(*fast, dist);
       const V flips = hn::Floor(hn::Div(dist, span));
       V extra = hn::Sub(dist, hn::Mul(flips, span));
       extra = hn::IfThenElse(hn::Lt(extra, zero), hn::Add(extra, span), extra);
       extra = hn::IfThenElse(hn::Ge(extra, span), hn::Sub(extra, span), extra);
       extra = hn::IfThenElse(hn::Lt(dist, span), dist, extra);
       // Parity of the flip count (an integer below 2^22).
-      const hn::RebindToSigned<decltype(d)> di;
+      const hn::RebindToSigned<D> di;
       const auto odd_i = hn::And(hn::ConvertTo(di, flips), hn::Set(di, 1));
       const auto odd = hn::RebindMask(d, hn::Eq(odd_i, hn::Set(di, 1)));
       const V folded = hn::Add(hn::IfThenElse(odd, hn::Sub(span, extra), extra), low);
       const V fold_slope = hn::IfThenElse(odd, hn::Neg(sign), sign);
       V clip_slope;
-      hn::StoreU(clip(folded, &clip_slope), d, out + i);
-      hn::StoreU(hn::Mul(slope, hn::Mul(fold_slope, clip_slope)), d, mult + i);
-      if (!hn::AllTrue(d, fast)) scalar_lanes(i, std::min(count, i + n));
+      const V out = clip(folded, &clip_slope);
+      *mult = hn::Mul(slope, hn::Mul(fold_slope, clip_slope));
+      return out;
     }
+  }
+};
+
+// The same over a tile's pixels (g and out hold kTile values; lanes past
+// `count` are computed and ignored), with the scalar policy where the
+// vector form cannot be exact.
+template <Padding P, bool kAlign, class T>
+inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* mult) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<T> d;
+  const int n = static_cast<int>(hn::Lanes(d));
+  const SourceIndexLanes<P, kAlign, hn::ScalableTag<T>> axis(d, size);
+  auto scalar_lanes = [&](int from, int to) {
+    for (int l = from; l < to; ++l) out[l] = coords::source_index<P>(g[l], size, kAlign, &mult[l]);
+  };
+  for (int i = 0; i < count; i += n) {
+    if (!axis.vector_ok) {
+      scalar_lanes(i, i + n);
+      continue;
+    }
+    hn::Mask<hn::ScalableTag<T>> fast;
+    hn::Vec<hn::ScalableTag<T>> m;
+    hn::StoreU(axis(hn::LoadU(d, g + i), &m, &fast), d, out + i);
+    hn::StoreU(m, d, mult + i);
+    if (!hn::AllTrue(d, fast)) scalar_lanes(i, std::min(count, i + n));
   }
 }
 
@@ -167,6 +198,64 @@ inline void widen_indices(int count, Tile<T, K, G>* t) {
   }
 }
 
+// One vector of pixels' bilinear taps: taps k = 0..3 read flat indices
+// base + {0, 1, Win, Win + 1} where valid[k]; weights and their derivatives
+// unmasked (the caller zeroes invalid taps).
+template <class DF>
+struct BilinearLanes {
+  using VF = hwy::HWY_NAMESPACE::Vec<DF>;
+  using VI = hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToSigned<DF>>;
+  VI base;
+  hwy::HWY_NAMESPACE::Mask<DF> valid[4];
+  VF w[4], dx[4], dy[4];
+};
+
+template <class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
+inline BilinearLanes<DF> bilinear_lanes(DF df, VF x, VF y, int64_t in_h, int64_t in_w) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using T = hn::TFromD<DF>;
+  const hn::RebindToSigned<DF> di;
+  const auto zero = hn::Zero(df), one = hn::Set(df, T(1)), minus_one = hn::Set(df, T(-1));
+  const auto x_last = hn::Set(df, static_cast<T>(in_w - 1));
+  const auto x_before_last = hn::Set(df, static_cast<T>(in_w - 2));
+  const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
+  const auto y_before_last = hn::Set(df, static_cast<T>(in_h - 2));
+  const auto fx = hn::Floor(x), fy = hn::Floor(y);
+  const auto west = x - fx, east = one - west;  // as bilinear_taps
+  const auto north = y - fy, south = one - north;
+  const auto x0 = hn::And(fx >= zero, fx <= x_last), x1 = hn::And(fx >= minus_one, fx <= x_before_last);
+  const auto y0 = hn::And(fy >= zero, fy <= y_last), y1 = hn::And(fy >= minus_one, fy <= y_before_last);
+  BilinearLanes<DF> b;
+  // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.
+  b.base = tap_index<T>(di, hn::IfThenElseZero(hn::Or(y0, y1), fy), hn::IfThenElseZero(hn::Or(x0, x1), fx), in_w);
+  b.valid[0] = hn::And(y0, x0);
+  b.valid[1] = hn::And(y0, x1);
+  b.valid[2] = hn::And(y1, x0);
+  b.valid[3] = hn::And(y1, x1);
+  b.w[0] = south * east;
+  b.w[1] = south * west;
+  b.w[2] = north * east;
+  b.w[3] = north * west;
+  b.dx[0] = hn::Neg(south);
+  b.dx[1] = south;
+  b.dx[2] = hn::Neg(north);
+  b.dx[3] = north;
+  b.dy[0] = hn::Neg(east);
+  b.dy[1] = hn::Neg(west);
+  b.dy[2] = east;
+  b.dy[3] = west;
+  return b;
+}
+
+// The flat index of tap k of a BilinearLanes' base.
+template <class DI, class VI = hwy::HWY_NAMESPACE::Vec<DI>>
+inline VI bilinear_tap_index(DI di, VI base, int k, int64_t in_w) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using TI = hn::TFromD<DI>;
+  const VI row = k >= 2 ? hn::Add(base, hn::Set(di, static_cast<TI>(in_w))) : base;
+  return k % 2 == 1 ? hn::Add(row, hn::Set(di, TI(1))) : row;
+}
+
 template <class T>
 inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h, int64_t in_w,
                                 bool derivatives, bool wide, Tile<T, 4>* t) {
@@ -175,37 +264,20 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
   const hn::RebindToSigned<decltype(df)> di;
   using TI = hn::TFromD<decltype(di)>;
   const int n = static_cast<int>(hn::Lanes(df));
-  const auto zero = hn::Zero(df), one = hn::Set(df, T(1)), minus_one = hn::Set(df, T(-1));
-  const auto x_last = hn::Set(df, static_cast<T>(in_w - 1));
-  const auto x_before_last = hn::Set(df, static_cast<T>(in_w - 2));
-  const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
-  const auto y_before_last = hn::Set(df, static_cast<T>(in_h - 2));
   const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
-  const auto one_i = hn::Set(di, TI(1));
-  const auto width = hn::Set(di, static_cast<TI>(in_w));
   TI* out[4];
   for (int k = 0; k < 4; ++k) out[k] = gather_indices(t, k);
   for (int i = 0; i < count; i += n) {
-    const auto x = hn::LoadU(df, ix + i), y = hn::LoadU(df, iy + i);
-    const auto fx = hn::Floor(x), fy = hn::Floor(y);
-    const auto west = x - fx, east = one - west;  // as bilinear_taps
-    const auto north = y - fy, south = one - north;
-    const auto x0 = hn::And(fx >= zero, fx <= x_last), x1 = hn::And(fx >= minus_one, fx <= x_before_last);
-    const auto y0 = hn::And(fy >= zero, fy <= y_last), y1 = hn::And(fy >= minus_one, fy <= y_before_last);
-    // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.
-    const auto base = tap_index<T>(di, hn::IfThenElseZero(hn::Or(y0, y1), fy), hn::IfThenElseZero(hn::Or(x0, x1), fx),
-                                   in_w);
-    auto put = [&](int k, auto valid, auto index, auto w, auto dx, auto dy) {
-      hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out[k] + i);
-      hn::StoreU(hn::IfThenElseZero(valid, w), df, t->w[k] + i);
-      if (!derivatives) return;
-      hn::StoreU(hn::IfThenElseZero(valid, dx), df, t->dw[0][k] + i);
-      hn::StoreU(hn::IfThenElseZero(valid, dy), df, t->dw[1][k] + i);
-    };
-    put(0, hn::And(y0, x0), base, south * east, hn::Neg(south), hn::Neg(east));
-    put(1, hn::And(y0, x1), base + one_i, south * west, south, hn::Neg(west));
-    put(2, hn::And(y1, x0), base + width, north * east, hn::Neg(north), east);
-    put(3, hn::And(y1, x1), base + width + one_i, north * west, north, west);
+    const auto b = bilinear_lanes(df, hn::LoadU(df, ix + i), hn::LoadU(df, iy + i), in_h, in_w);
+    for (int k = 0; k < 4; ++k) {
+      const auto valid = b.valid[k];
+      hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), bilinear_tap_index(di, b.base, k, in_w), dummy), di,
+                 out[k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, b.w[k]), df, t->w[k] + i);
+      if (!derivatives) continue;
+      hn::StoreU(hn::IfThenElseZero(valid, b.dx[k]), df, t->dw[0][k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, b.dy[k]), df, t->dw[1][k] + i);
+    }
   }
   if (wide) widen_indices(count, t);
 }

@@ -44,6 +44,9 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   const Shape4& is = input.strides;
   const Shape4& os = output.strides;
   const TileSource src = tile_source(p, grid, os, is, false, !plan.flat_taps);
+  // One channel through fused tiles (plan.hpp) when the grid and output are
+  // dense as well.
+  const bool fused = plan.fused != nullptr && dense_pairs(grid.strides, p.out_w) && os[3] == 1 && os[2] == p.out_w;
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K, G>>();
@@ -51,6 +54,10 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
     for (int64_t task = 0; task < p.n * tiles; ++task) {
       const int64_t n = task / tiles;
       const int64_t p0 = (task % tiles) * kTile;
+      if (fused) {
+        plan.fused(src, n, p0, std::min<int64_t>(kTile, pixels - p0), in + n * is[0], out + n * os[0]);
+        continue;
+      }
       plan.build(src, n, p0, std::min<int64_t>(kTile, pixels - p0), tile.get());
       for (int64_t c = 0; c < p.c; ++c) {
         const S* ip = in + n * is[0] + c * is[1];

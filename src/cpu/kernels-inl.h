@@ -11,6 +11,7 @@
 #include "cpu/builders_3d-inl.h"
 #include "cpu/layout-inl.h"
 #include "cpu/microkernels-inl.h"
+#include "cpu/fused-inl.h"
 #include "cpu/forward-inl.h"
 #include "cpu/backward-inl.h"
 
@@ -56,6 +57,7 @@ void fill_table(KernelTable* table) {
   fill_mode<S, Interpolation::kBilinear>(table);
   fill_mode<S, Interpolation::kNearest>(table);
   fill_mode<S, Interpolation::kBicubic>(table);
+  fill_fused<S>(table);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -82,38 +82,55 @@ inline void tap_values(const Tile<T, K, G>& t, int k, const S* __restrict ip, in
 // 0) is read from 0 and one starting at the last pixel is read from the one
 // before, taking the wanted value from the other half. Needs plane >= 2.
 #if HWY_TARGET != HWY_SCALAR
+// One vector of pixels: the values at flat indices i0 (where valid0) and i1
+// = i0 + 1 (where valid1) of a dense float plane, 0 where not valid; lanes
+// valid in neither read nothing that matters (element 0).
+template <class DI, class VI = hwy::HWY_NAMESPACE::Vec<DI>, class MI = hwy::HWY_NAMESPACE::Mask<DI>>
+inline void pair_lanes(DI di, VI i0, VI i1, MI valid0, MI valid1, const float* __restrict ip, int64_t plane,
+                       hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToFloat<DI>>* v0,
+                       hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToFloat<DI>>* v1) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::RebindToFloat<DI> d;
+  const hn::Repartition<int64_t, decltype(d)> dq;  // pairs
+  const hn::Rebind<int32_t, decltype(dq)> dh;      // half of di
+  const int h = static_cast<int>(hn::Lanes(dq));
+  const auto minus_one = hn::Set(di, -1), last = hn::Set(di, static_cast<int32_t>(plane - 1));
+  const auto* pairs = reinterpret_cast<const int64_t*>(ip);
+  alignas(64) int32_t start[hn::MaxLanes(di)];
+  auto first = hn::IfThenElse(valid0, i0, hn::IfThenElseZero(valid1, hn::Add(i1, minus_one)));
+  const auto from_left = hn::Eq(first, minus_one), from_right = hn::Eq(first, last);
+  first = hn::IfThenElse(from_left, hn::Zero(di), hn::IfThenElse(from_right, hn::Add(last, minus_one), first));
+  hn::Store(first, di, start);
+  // Byte offsets of the pairs, as 64-bit lanes.
+  const auto lo = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start)));
+  const auto hi = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start + h)));
+  const auto pl = hn::BitCast(d, hn::GatherOffset(dq, pairs, lo));
+  const auto ph = hn::BitCast(d, hn::GatherOffset(dq, pairs, hi));
+  const auto left = hn::ConcatEven(d, ph, pl), right = hn::ConcatOdd(d, ph, pl);
+  const auto a = hn::IfThenElse(hn::RebindMask(d, from_right), right, left);
+  const auto b = hn::IfThenElse(hn::RebindMask(d, from_left), left, right);
+  *v0 = hn::IfThenElseZero(hn::RebindMask(d, valid0), a);
+  *v1 = hn::IfThenElseZero(hn::RebindMask(d, valid1), b);
+}
+
+// Taps k and k + 1 of a tile over one plane.
 template <class T, int K, int G>
 inline void pair_values(const Tile<T, K, G>& t, int k, const float* __restrict ip, int64_t plane,
                         float* __restrict v0, float* __restrict v1) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
-  const hn::Repartition<int64_t, decltype(d)> dq;  // pairs
-  const hn::Rebind<int32_t, decltype(dq)> dh;      // half of di
-  const int n = static_cast<int>(hn::Lanes(d)), h = static_cast<int>(hn::Lanes(dq));
+  const int n = static_cast<int>(hn::Lanes(d));
   const auto outside = hn::Set(di, static_cast<int32_t>(plane));
-  const auto minus_one = hn::Set(di, -1), last = hn::Set(di, static_cast<int32_t>(plane - 1));
-  const auto* pairs = reinterpret_cast<const int64_t*>(ip);
-  alignas(64) int32_t start[hn::MaxLanes(di)];
   const int count = t.count;
   for (int i = 0; i < count; i += n) {
     const auto in_tile = hn::FirstN(di, static_cast<size_t>(count - i));
     const auto i0 = hn::LoadU(di, t.acc32[k] + i), i1 = hn::LoadU(di, t.acc32[k + 1] + i);
     const auto valid0 = hn::And(hn::Ne(i0, outside), in_tile), valid1 = hn::And(hn::Ne(i1, outside), in_tile);
-    auto first = hn::IfThenElse(valid0, i0, hn::IfThenElseZero(valid1, hn::Add(i1, minus_one)));
-    const auto from_left = hn::Eq(first, minus_one), from_right = hn::Eq(first, last);
-    first = hn::IfThenElse(from_left, hn::Zero(di), hn::IfThenElse(from_right, hn::Add(last, minus_one), first));
-    hn::Store(first, di, start);
-    // Byte offsets of the pairs, as 64-bit lanes.
-    const auto lo = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start)));
-    const auto hi = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start + h)));
-    const auto pl = hn::BitCast(d, hn::GatherOffset(dq, pairs, lo));
-    const auto ph = hn::BitCast(d, hn::GatherOffset(dq, pairs, hi));
-    const auto left = hn::ConcatEven(d, ph, pl), right = hn::ConcatOdd(d, ph, pl);
-    const auto a = hn::IfThenElse(hn::RebindMask(d, from_right), right, left);
-    const auto b = hn::IfThenElse(hn::RebindMask(d, from_left), left, right);
-    hn::StoreU(hn::IfThenElseZero(hn::RebindMask(d, valid0), a), d, v0 + i);
-    hn::StoreU(hn::IfThenElseZero(hn::RebindMask(d, valid1), b), d, v1 + i);
+    hn::Vec<decltype(d)> a, b;
+    pair_lanes(di, i0, i1, valid0, valid1, ip, plane, &a, &b);
+    hn::StoreU(a, d, v0 + i);
+    hn::StoreU(b, d, v1 + i);
   }
 }
 #endif

@@ -56,6 +56,19 @@ bool flat_taps(const Problem& p) {
   return dense && plane > 0 && plane < limit - p.in_w;
 }
 
+// Fused tiles (fused-inl.h) apply to one dense channel plane sampled
+// bilinearly in the compute type, where the builders' vector taps are exact
+// (axes of at most 2^24 pixels for float, 2^53 for double; flat_taps has
+// bounded the indices).
+bool fused_applies(const Problem& p, int lanes, bool flat) {
+  const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
+  const int64_t exact = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 24;
+  return !p.volume && p.c == 1 && lanes == 1 && flat &&
+         compute_type && p.options.interpolation == Interpolation::kBilinear && p.in_w <= exact && p.in_h <= exact;
+}
+
+int fused_index(const Problem& p) { return static_cast<int>(p.options.padding); }
+
 Path path_of(int lanes) {
   return lanes == kLanes ? Path::kLanes : lanes == kNarrowLanes ? Path::kNarrowLanes : Path::kPlanar;
 }
@@ -124,10 +137,14 @@ ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
   plan.fn = (p.volume ? table.forward_3d : table.forward)[mode][static_cast<int>(path_of(plan.lanes))];
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
+  if (fused_applies(p, plan.lanes, plan.flat_taps)) {
+    plan.fused = table.fused_forward[fused_index(p)][p.options.align_corners ? 1 : 0];
+  }
   return plan;
 }
 
 }  // namespace
+
 
 ForwardPlan plan_forward(const Problem& problem) { return plan_forward(problem, true); }
 
@@ -259,6 +276,9 @@ BackwardPlan plan_backward(const Problem& p) {
                                                             [static_cast<int>(path_of(plan.lanes))];
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
+  if (fused_applies(p, plan.lanes, plan.flat_taps)) {
+    plan.fused = table.fused_backward[fused_index(p)][p.options.align_corners ? 1 : 0];
+  }
   return plan;
 }
 

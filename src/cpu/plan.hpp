@@ -43,6 +43,16 @@ using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const T
                             const TensorView& grid, const MutableTensorView& dx,
                             const MutableTensorView& dgrid, void* workspace);
 
+// A fused tile (fused-inl.h): one channel's output pixels [p0, p0 + count)
+// of image n, from the grid to the plane's values, in place of a builder
+// and a microkernel; the same bits. `sums` and `mult` are the backward's
+// T[2][kTile] dgrid sums and coordinate multipliers, `acc` where dx adds up.
+using FusedForwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input,
+                                void* output);
+using FusedBackwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int count, const void* grad,
+                                 const void* input, void* acc, bool want_dx, bool want_dgrid, void* sums,
+                                 void* mult);
+
 // `threads` in both plans: the team of the plan's parallel region, the
 // call's threads (at most max_threads()) capped at the region's tasks; the
 // per-thread scratch and copies are sized by it.
@@ -61,6 +71,10 @@ struct ForwardPlan {
   std::size_t copy_bytes = 0;  // all threads' copies (from the calling thread's cached buffer)
   ForwardFn fn = nullptr;
   BuildTileFn build = nullptr;
+  // Set where fused tiles apply to the shape (one dense channel plane,
+  // bilinear, float or double); the driver takes it when the grid and the
+  // output are dense too.
+  FusedForwardFn fused = nullptr;
 };
 
 struct BackwardPlan {
@@ -92,6 +106,7 @@ struct BackwardPlan {
   std::size_t workspace_bytes = 0;
   BackwardFn fn = nullptr;
   BuildTileFn build = nullptr;
+  FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused (grid and grad dense)
 };
 
 ForwardPlan plan_forward(const detail::Problem& problem);
