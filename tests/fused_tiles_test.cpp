@@ -1,7 +1,8 @@
-// Fused one-channel tiles (src/cpu/fused-inl.h) against the builders and
-// microkernels they replace: the same bits for the forward, dx and dgrid,
-// on every SIMD target this CPU runs, for every padding and align_corners,
-// float and double, each output mask, 1 and 3 threads; grids near the image,
+// Fused one-channel tiles (src/cpu/fused-inl.h) of images and volumes
+// against the builders and microkernels they replace: the same bits for the
+// forward, dx and dgrid, on every SIMD target this CPU runs, for every
+// padding and align_corners, float and double, each output mask, 2 and 3
+// threads; grids near the image,
 // far outside it (reflection folding thousands of times), beyond the vector
 // fold's limit, and with NaN, infinities, huge values and lattice points;
 // planes of 1, 2 and more pixels, tiny outputs, partial tiles, and an image
@@ -15,9 +16,11 @@
 #include <vector>
 
 #include "common/problem.hpp"
+#include "common/volume_problem.hpp"
 #include "core/validate.hpp"
 #include "cpu/dispatch.hpp"
 #include "cpu/plan.hpp"
+#include "cpu/volume_call.hpp"
 #include "hwy/targets.h"
 
 namespace gstest {
@@ -140,6 +143,98 @@ INSTANTIATE_TEST_SUITE_P(All, FusedTiles,
                                             ::testing::Values(DType::kFloat32, DType::kFloat64)),
                          name);
 
+// Volumes: trilinear fused tiles against the volume builders and
+// microkernels, through the volume planner and runner.
+const VolDims kVolumeShapes[] = {
+    {2, 1, 1, 1, 1, 2, 2, 3},    // 1-voxel volumes
+    {2, 1, 1, 1, 2, 3, 2, 3},    // 2-voxel volumes
+    {3, 1, 4, 5, 6, 3, 4, 5},    // partial tiles
+    {1, 1, 5, 1, 7, 2, 3, 11},   // Hin = 1
+    {1, 1, 6, 7, 8, 16, 15, 17}   // one volume: voxel chunks
+};
+
+VolOutputs run_volume_plans(const VolProblem& p, gs::OutputMask mask, bool fused, int threads) {
+  const DType dt = p.input.dtype();
+  VolOutputs o{VolTensor(dt, p.grad.shape()), VolTensor(dt, p.input.shape()), VolTensor(dt, p.grid.shape())};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  o.out.fill(nan);
+  o.dx.fill(nan);
+  o.dgrid.fill(nan);
+  Options opt = p.options;
+  opt.num_threads = threads;
+  const bool vector_target = gs::cpu::current_target() != HWY_SCALAR;
+  gs::detail::Problem fp, bp;
+  gs::Status s = gs::detail::validate_forward_3d(p.input.view(), p.grid.view(), o.out.mutable_view(), opt, &fp);
+  EXPECT_TRUE(s.ok()) << s.message();
+  gs::cpu::ForwardPlan forward = gs::cpu::plan_forward_3d(fp, p.input.view());
+  EXPECT_EQ(forward.fused != nullptr, vector_target);
+  if (!fused) forward.fused = nullptr;
+  s = gs::cpu::run_forward_3d(forward, p.input.view(), p.grid.view(), o.out.mutable_view());
+  EXPECT_TRUE(s.ok()) << s.message();
+  s = gs::detail::validate_backward_3d(p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
+                                       o.dgrid.mutable_view(), opt, mask, &bp);
+  EXPECT_TRUE(s.ok()) << s.message();
+  gs::cpu::BackwardPlan backward = gs::cpu::plan_backward_3d(bp, p.input.view(), o.dx.mutable_view());
+  EXPECT_EQ(backward.fused != nullptr, vector_target);
+  if (!fused) backward.fused = nullptr;
+  std::vector<unsigned char> workspace(backward.workspace_bytes);
+  s = gs::cpu::run_backward_3d(backward, p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
+                               o.dgrid.mutable_view(), workspace.data());
+  EXPECT_TRUE(s.ok()) << s.message();
+  return o;
+}
+
+class FusedVolumeTiles : public ::testing::TestWithParam<Param> {};
+
+TEST_P(FusedVolumeTiles, SameBitsAsBuildersAndMicrokernels) {
+  const auto [pad, align, dtype] = GetParam();
+  const Options opt{Interpolation::kBilinear, pad, align};
+  const double inf = std::numeric_limits<double>::infinity();
+  const double specials[] = {std::nan(""), inf, -inf, 1e30, -1.0, 1.0, 0.0, 3e6};
+  const int64_t targets = gs::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    uint64_t seed = 9;
+    for (const VolDims& d : kVolumeShapes) {
+      for (double range : {1.2, 40.0, 5e6}) {
+        VolProblem p = VolProblem::random(d, dtype, opt, seed++, range);
+        // A few special grid values, on every component in turn.
+        int64_t k = 0;
+        for (int64_t z = 0; z < d.out_d; ++z) {
+          for (int64_t w = 0; w < d.out_w; w += 3, ++k) {
+            p.grid.set({0, z, 0, w, k % 3}, specials[k % 8]);
+          }
+        }
+        for (gs::OutputMask mask : {gs::OutputMask{true, true}, gs::OutputMask{true, false},
+                                    gs::OutputMask{false, true}}) {
+          const VolOutputs want = run_volume_plans(p, mask, false, 2);
+          const VolOutputs got = run_volume_plans(p, mask, true, 2);
+          const VolOutputs got3 = run_volume_plans(p, mask, true, 3);
+          const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
+                                   std::string(gs::to_string(dtype)) + " " + to_string(d) + " range " +
+                                   std::to_string(range) + " mask " + std::to_string(mask.input) +
+                                   std::to_string(mask.grid);
+          EXPECT_EQ(got.out.element_bytes(), want.out.element_bytes()) << what << " forward";
+          EXPECT_EQ(got.dx.element_bytes(), want.dx.element_bytes()) << what << " dx";
+          EXPECT_EQ(got.dgrid.element_bytes(), want.dgrid.element_bytes()) << what << " dgrid";
+          EXPECT_EQ(got3.out.element_bytes(), got.out.element_bytes()) << what << " forward, 3 threads";
+          EXPECT_EQ(got3.dx.element_bytes(), got.dx.element_bytes()) << what << " dx, 3 threads";
+          EXPECT_EQ(got3.dgrid.element_bytes(), got.dgrid.element_bytes()) << what << " dgrid, 3 threads";
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, FusedVolumeTiles,
+                         ::testing::Combine(::testing::Values(Padding::kZeros, Padding::kBorder,
+                                                              Padding::kReflection),
+                                            ::testing::Bool(),
+                                            ::testing::Values(DType::kFloat32, DType::kFloat64)),
+                         name);
+
 // A dense problem of c channels, as the planner sees it.
 gs::detail::Problem dense(int64_t c, DType dtype, Interpolation mode, bool volume = false) {
   gs::detail::Problem p;
@@ -170,7 +265,10 @@ TEST(FusedTilesPlan, TakenForOneDenseBilinearPlaneInTheComputeType) {
   gs::detail::Problem strided = dense(1, DType::kFloat32, Interpolation::kBilinear);
   strided.input_strides = {1200, 1200, 40, 1};
   EXPECT_EQ(gs::cpu::plan_forward(strided).fused, nullptr);
-  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBilinear, true)).fused, nullptr);
+  // Volumes: trilinear likewise.
+  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBilinear, true)).fused != nullptr,
+            vector_target);
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused, nullptr);
 }
 
 }  // namespace

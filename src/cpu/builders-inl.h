@@ -75,10 +75,11 @@ struct SourceIndexLanes {
   using V = hwy::HWY_NAMESPACE::Vec<D>;
   using M = hwy::HWY_NAMESPACE::Mask<D>;
   D d;
-  int64_t size;
+  int64_t size = 0;
   V zero, one, half, last, slope, low, span, limit;
   bool vector_ok = true;
 
+  SourceIndexLanes() = default;
   SourceIndexLanes(D tag, int64_t axis) : d(tag), size(axis) {
     namespace hn = hwy::HWY_NAMESPACE;
     zero = hn::Zero(d);
@@ -198,20 +199,22 @@ inline void widen_indices(int count, Tile<T, K, G>* t) {
   }
 }
 
-// One vector of pixels' bilinear taps: taps k = 0..3 read flat indices
-// base + {0, 1, Win, Win + 1} where valid[k]; weights and their derivatives
-// unmasked (the caller zeroes invalid taps).
-template <class DF>
-struct BilinearLanes {
+// One vector of pixels' bilinear (K = 4, G = 2) or trilinear (K = 8, G = 3)
+// taps: tap k = c * 4 + b * 2 + a reads flat index base + a + b * Win +
+// c * Hin * Win (linear_tap_index) where valid[k]; weights and their
+// derivatives by coordinate unmasked (the caller zeroes invalid taps).
+template <class DF, int K, int G>
+struct LinearLanes {
   using VF = hwy::HWY_NAMESPACE::Vec<DF>;
   using VI = hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToSigned<DF>>;
+  static constexpr int kTaps = K;
   VI base;
-  hwy::HWY_NAMESPACE::Mask<DF> valid[4];
-  VF w[4], dx[4], dy[4];
+  hwy::HWY_NAMESPACE::Mask<DF> valid[K];
+  VF w[K], dw[G][K];
 };
 
 template <class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
-inline BilinearLanes<DF> bilinear_lanes(DF df, VF x, VF y, int64_t in_h, int64_t in_w) {
+inline LinearLanes<DF, 4, 2> bilinear_lanes(DF df, VF x, VF y, int64_t in_h, int64_t in_w) {
   namespace hn = hwy::HWY_NAMESPACE;
   using T = hn::TFromD<DF>;
   const hn::RebindToSigned<DF> di;
@@ -225,7 +228,7 @@ inline BilinearLanes<DF> bilinear_lanes(DF df, VF x, VF y, int64_t in_h, int64_t
   const auto north = y - fy, south = one - north;
   const auto x0 = hn::And(fx >= zero, fx <= x_last), x1 = hn::And(fx >= minus_one, fx <= x_before_last);
   const auto y0 = hn::And(fy >= zero, fy <= y_last), y1 = hn::And(fy >= minus_one, fy <= y_before_last);
-  BilinearLanes<DF> b;
+  LinearLanes<DF, 4, 2> b;
   // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.
   b.base = tap_index<T>(di, hn::IfThenElseZero(hn::Or(y0, y1), fy), hn::IfThenElseZero(hn::Or(x0, x1), fx), in_w);
   b.valid[0] = hn::And(y0, x0);
@@ -236,24 +239,25 @@ inline BilinearLanes<DF> bilinear_lanes(DF df, VF x, VF y, int64_t in_h, int64_t
   b.w[1] = south * west;
   b.w[2] = north * east;
   b.w[3] = north * west;
-  b.dx[0] = hn::Neg(south);
-  b.dx[1] = south;
-  b.dx[2] = hn::Neg(north);
-  b.dx[3] = north;
-  b.dy[0] = hn::Neg(east);
-  b.dy[1] = hn::Neg(west);
-  b.dy[2] = east;
-  b.dy[3] = west;
+  b.dw[0][0] = hn::Neg(south);
+  b.dw[0][1] = south;
+  b.dw[0][2] = hn::Neg(north);
+  b.dw[0][3] = north;
+  b.dw[1][0] = hn::Neg(east);
+  b.dw[1][1] = hn::Neg(west);
+  b.dw[1][2] = east;
+  b.dw[1][3] = west;
   return b;
 }
 
-// The flat index of tap k of a BilinearLanes' base.
+// The flat index of tap k of a LinearLanes' base (integers: exact in any
+// order).
 template <class DI, class VI = hwy::HWY_NAMESPACE::Vec<DI>>
-inline VI bilinear_tap_index(DI di, VI base, int k, int64_t in_w) {
+inline VI linear_tap_index(DI di, VI base, int k, int64_t in_w, int64_t in_hw = 0) {
   namespace hn = hwy::HWY_NAMESPACE;
   using TI = hn::TFromD<DI>;
-  const VI row = k >= 2 ? hn::Add(base, hn::Set(di, static_cast<TI>(in_w))) : base;
-  return k % 2 == 1 ? hn::Add(row, hn::Set(di, TI(1))) : row;
+  const int64_t step = (k & 1) + ((k >> 1) & 1) * in_w + (k >> 2) * in_hw;
+  return step == 0 ? base : hn::Add(base, hn::Set(di, static_cast<TI>(step)));
 }
 
 template <class T>
@@ -271,12 +275,12 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
     const auto b = bilinear_lanes(df, hn::LoadU(df, ix + i), hn::LoadU(df, iy + i), in_h, in_w);
     for (int k = 0; k < 4; ++k) {
       const auto valid = b.valid[k];
-      hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), bilinear_tap_index(di, b.base, k, in_w), dummy), di,
+      hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), linear_tap_index(di, b.base, k, in_w), dummy), di,
                  out[k] + i);
       hn::StoreU(hn::IfThenElseZero(valid, b.w[k]), df, t->w[k] + i);
       if (!derivatives) continue;
-      hn::StoreU(hn::IfThenElseZero(valid, b.dx[k]), df, t->dw[0][k] + i);
-      hn::StoreU(hn::IfThenElseZero(valid, b.dy[k]), df, t->dw[1][k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, b.dw[0][k]), df, t->dw[0][k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, b.dw[1][k]), df, t->dw[1][k] + i);
     }
   }
   if (wide) widen_indices(count, t);

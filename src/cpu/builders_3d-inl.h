@@ -59,6 +59,61 @@ inline void put_stencil_3d(const Stencil3<T, K>& s, int64_t i, int64_t plane, in
 // coordinates, flat indices in int32 for float (plane + Hin * Win + Win <
 // 2^31) and in double for double. The products are formed in the scalar
 // stencil's order, so the bits are its bits.
+template <class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
+inline LinearLanes<DF, 8, 3> trilinear_lanes(DF df, VF x, VF y, VF z, int64_t in_d, int64_t in_h, int64_t in_w) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using T = hn::TFromD<DF>;
+  using MF = hn::Mask<DF>;
+  const hn::RebindToSigned<DF> di;
+  using TI = hn::TFromD<decltype(di)>;
+  const auto zero = hn::Zero(df), one = hn::Set(df, T(1)), minus_one = hn::Set(df, T(-1));
+  // The two taps' validity along an axis of `size` voxels.
+  auto axis = [&](VF f, int64_t size, MF* lo, MF* hi) {
+    *lo = hn::And(f >= zero, f <= hn::Set(df, static_cast<T>(size - 1)));
+    *hi = hn::And(f >= minus_one, f <= hn::Set(df, static_cast<T>(size - 2)));
+  };
+  const VF fx = hn::Floor(x), fy = hn::Floor(y), fz = hn::Floor(z);
+  VF wx[2], wy[2], wz[2];
+  wx[1] = x - fx;
+  wx[0] = one - wx[1];
+  wy[1] = y - fy;
+  wy[0] = one - wy[1];
+  wz[1] = z - fz;
+  wz[0] = one - wz[1];
+  MF vx[2], vy[2], vz[2];
+  axis(fx, in_w, &vx[0], &vx[1]);
+  axis(fy, in_h, &vy[0], &vy[1]);
+  axis(fz, in_d, &vz[0], &vz[1]);
+  // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.
+  const VF cx = hn::IfThenElseZero(hn::Or(vx[0], vx[1]), fx);
+  const VF cy = hn::IfThenElseZero(hn::Or(vy[0], vy[1]), fy);
+  const VF cz = hn::IfThenElseZero(hn::Or(vz[0], vz[1]), fz);
+  LinearLanes<DF, 8, 3> t;
+  if constexpr (std::is_same_v<T, float>) {
+    const auto row = hn::ConvertTo(di, cz) * hn::Set(di, static_cast<TI>(in_h)) + hn::ConvertTo(di, cy);
+    t.base = row * hn::Set(di, static_cast<TI>(in_w)) + hn::ConvertTo(di, cx);
+  } else {
+    const VF row = hn::Add(hn::Mul(cz, hn::Set(df, static_cast<T>(in_h))), cy);
+    t.base = hn::ConvertTo(di, hn::Add(hn::Mul(row, hn::Set(df, static_cast<T>(in_w))), cx));
+  }
+  for (int c = 0; c < 2; ++c) {
+    for (int b = 0; b < 2; ++b) {
+      for (int a = 0; a < 2; ++a) {
+        const int k = c * 4 + b * 2 + a;
+        t.valid[k] = hn::And(vz[c], hn::And(vy[b], vx[a]));
+        const VF wxy = wx[a] * wy[b];
+        t.w[k] = wxy * wz[c];
+        // sign * wy * wz and so on: a sign flip, exact in either order.
+        const VF dx = wy[b] * wz[c], dy = wx[a] * wz[c];
+        t.dw[0][k] = a == 0 ? hn::Neg(dx) : dx;
+        t.dw[1][k] = b == 0 ? hn::Neg(dy) : dy;
+        t.dw[2][k] = c == 0 ? hn::Neg(wxy) : wxy;
+      }
+    }
+  }
+  return t;
+}
+
 template <class T>
 inline void trilinear_taps_lanes(const T* ix, const T* iy, const T* iz, int count, int64_t in_d, int64_t in_h,
                                  int64_t in_w, bool derivatives, bool wide, Tile<T, 8, 3>* t) {
@@ -66,62 +121,20 @@ inline void trilinear_taps_lanes(const T* ix, const T* iy, const T* iz, int coun
   const hn::ScalableTag<T> df;
   const hn::RebindToSigned<decltype(df)> di;
   using TI = hn::TFromD<decltype(di)>;
-  using VF = hn::Vec<decltype(df)>;
-  using MF = hn::Mask<decltype(df)>;
   const int n = static_cast<int>(hn::Lanes(df));
-  const auto zero = hn::Zero(df), one = hn::Set(df, T(1)), minus_one = hn::Set(df, T(-1));
   const auto dummy = hn::Set(di, static_cast<TI>(in_d * in_h * in_w));
-  const int64_t step[3] = {1, in_w, in_h * in_w};  // x, y, z neighbours
   TI* out[8];
   for (int k = 0; k < 8; ++k) out[k] = gather_indices(t, k);
-  // The two taps' validity along an axis of `size` voxels.
-  auto axis = [&](VF f, int64_t size, MF* lo, MF* hi) {
-    *lo = hn::And(f >= zero, f <= hn::Set(df, static_cast<T>(size - 1)));
-    *hi = hn::And(f >= minus_one, f <= hn::Set(df, static_cast<T>(size - 2)));
-  };
   for (int i = 0; i < count; i += n) {
-    const VF x = hn::LoadU(df, ix + i), y = hn::LoadU(df, iy + i), z = hn::LoadU(df, iz + i);
-    const VF fx = hn::Floor(x), fy = hn::Floor(y), fz = hn::Floor(z);
-    VF wx[2], wy[2], wz[2];
-    wx[1] = x - fx;
-    wx[0] = one - wx[1];
-    wy[1] = y - fy;
-    wy[0] = one - wy[1];
-    wz[1] = z - fz;
-    wz[0] = one - wz[1];
-    MF vx[2], vy[2], vz[2];
-    axis(fx, in_w, &vx[0], &vx[1]);
-    axis(fy, in_h, &vy[0], &vy[1]);
-    axis(fz, in_d, &vz[0], &vz[1]);
-    // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.
-    const VF cx = hn::IfThenElseZero(hn::Or(vx[0], vx[1]), fx);
-    const VF cy = hn::IfThenElseZero(hn::Or(vy[0], vy[1]), fy);
-    const VF cz = hn::IfThenElseZero(hn::Or(vz[0], vz[1]), fz);
-    hn::Vec<decltype(di)> base;
-    if constexpr (std::is_same_v<T, float>) {
-      const auto row = hn::ConvertTo(di, cz) * hn::Set(di, static_cast<TI>(in_h)) + hn::ConvertTo(di, cy);
-      base = row * hn::Set(di, static_cast<TI>(in_w)) + hn::ConvertTo(di, cx);
-    } else {
-      const VF row = hn::Add(hn::Mul(cz, hn::Set(df, static_cast<T>(in_h))), cy);
-      base = hn::ConvertTo(di, hn::Add(hn::Mul(row, hn::Set(df, static_cast<T>(in_w))), cx));
-    }
-    for (int c = 0; c < 2; ++c) {
-      for (int b = 0; b < 2; ++b) {
-        for (int a = 0; a < 2; ++a) {
-          const int k = c * 4 + b * 2 + a;
-          const MF valid = hn::And(vz[c], hn::And(vy[b], vx[a]));
-          const auto index = base + hn::Set(di, static_cast<TI>(a * step[0] + b * step[1] + c * step[2]));
-          hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out[k] + i);
-          const VF wxy = wx[a] * wy[b];
-          hn::StoreU(hn::IfThenElseZero(valid, wxy * wz[c]), df, t->w[k] + i);
-          if (!derivatives) continue;
-          // sign * wy * wz and so on: a sign flip, exact in either order.
-          const VF dx = wy[b] * wz[c], dy = wx[a] * wz[c];
-          hn::StoreU(hn::IfThenElseZero(valid, a == 0 ? hn::Neg(dx) : dx), df, t->dw[0][k] + i);
-          hn::StoreU(hn::IfThenElseZero(valid, b == 0 ? hn::Neg(dy) : dy), df, t->dw[1][k] + i);
-          hn::StoreU(hn::IfThenElseZero(valid, c == 0 ? hn::Neg(wxy) : wxy), df, t->dw[2][k] + i);
-        }
-      }
+    const auto v = trilinear_lanes(df, hn::LoadU(df, ix + i), hn::LoadU(df, iy + i), hn::LoadU(df, iz + i), in_d,
+                                   in_h, in_w);
+    for (int k = 0; k < 8; ++k) {
+      const auto valid = v.valid[k];
+      const auto index = linear_tap_index(di, v.base, k, in_w, in_h * in_w);
+      hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out[k] + i);
+      hn::StoreU(hn::IfThenElseZero(valid, v.w[k]), df, t->w[k] + i);
+      if (!derivatives) continue;
+      for (int g = 0; g < 3; ++g) hn::StoreU(hn::IfThenElseZero(valid, v.dw[g][k]), df, t->dw[g][k] + i);
     }
   }
   if (wide) widen_indices(count, t);

@@ -37,7 +37,6 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   using T = compute_t<S>;
   const detail::Problem& p = plan.problem;
   const int64_t pixels = out_pixels(p);
-  const int64_t tiles = (pixels + kTile - 1) / kTile;
   const int64_t plane = in_plane(p);
   const S* in = static_cast<const S*>(input.data);
   S* out = static_cast<S*>(output.data);
@@ -45,17 +44,20 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   const Shape4& os = output.strides;
   const TileSource src = tile_source(p, grid, os, is, false, !plan.flat_taps);
   // One channel through fused tiles (plan.hpp) when the grid and output are
-  // dense as well.
-  const bool fused = plan.fused != nullptr && dense_pairs(grid.strides, p.out_w) && os[3] == 1 && os[2] == p.out_w;
+  // dense as well, in runs of kFusedRun pixels. (Each output value depends
+  // on its pixel alone: the split changes no bits.)
+  const bool fused = plan.fused != nullptr && dense_points<G>(grid.strides, p.out_w) && os[3] == 1 && os[2] == p.out_w;
+  const int64_t run = fused ? kFusedRun : kTile;
+  const int64_t tiles = (pixels + run - 1) / run;
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K, G>>();
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < p.n * tiles; ++task) {
       const int64_t n = task / tiles;
-      const int64_t p0 = (task % tiles) * kTile;
+      const int64_t p0 = (task % tiles) * run;
       if (fused) {
-        plan.fused(src, n, p0, std::min<int64_t>(kTile, pixels - p0), in + n * is[0], out + n * os[0]);
+        plan.fused(src, n, p0, std::min<int64_t>(run, pixels - p0), in + n * is[0], out + n * os[0]);
         continue;
       }
       plan.build(src, n, p0, std::min<int64_t>(kTile, pixels - p0), tile.get());

@@ -1,6 +1,7 @@
-// Fused tiles: one channel plane sampled bilinearly with each vector of
-// output pixels' stencil kept in registers, from the grid values to the
-// taps' reads, instead of going through a Tile in memory.
+// Fused tiles: one channel plane sampled bilinearly (trilinearly for
+// volumes) with each vector of output pixels' stencil kept in registers,
+// from the grid values to the taps' reads, instead of going through a Tile
+// in memory.
 //
 // Why: with one channel a tile's stencils serve a single plane, so writing
 // them out and reading them back (indices, weights, derivatives, the padded
@@ -11,13 +12,13 @@
 //
 // A fused tile computes what the builder (builders-inl.h) and the planar
 // microkernel (microkernels-inl.h) compute for the same tile, from the same
-// per-vector pieces (SourceIndexLanes, bilinear_lanes, pair_lanes), in the
-// same order: the same bits, which tests check on every target. The
-// drivers (forward-inl.h, backward-inl.h) call one per tile in place of the
-// builder and the microkernel when the plan has one (dense float or double
-// planes of one channel, 2-D bilinear) and the grid and the output or grad
-// are dense; everything around the tile (tasks, accumulators, dgrid stores,
-// fixed-order sums) is the drivers' as before.
+// per-vector pieces (SourceIndexLanes, bilinear_lanes or trilinear_lanes,
+// pair_lanes), in the same order: the same bits, which tests check on every
+// target. The drivers (forward-inl.h, backward-inl.h) call one per tile in
+// place of the builder and the microkernel when the plan has one (dense
+// float or double planes of one channel, bilinear or trilinear) and the
+// grid and the output or grad are dense; everything around the tile (tasks,
+// accumulators, dgrid stores, fixed-order sums) is the drivers' as before.
 
 // Target-independent includes (normal include guards).
 #include <algorithm>
@@ -45,72 +46,85 @@ namespace {
 
 #if HWY_TARGET != HWY_SCALAR
 
-// The padded coordinates and bilinear taps of one vector of pixels (lanes
-// from `i` of a tile whose grid values start at g, dense (x, y) pairs;
-// lanes past `count` read grid value 0), and the coordinates' multipliers.
-template <Padding P, bool kAlign, class D>
+// The padded coordinates and linear taps (bilinear for G = 2 components,
+// trilinear for G = 3) of one vector of pixels: lanes from `i` of a tile
+// whose grid values start at g, dense (x, y[, z]) points; lanes past `count`
+// read grid value 0. Also the coordinates' multipliers.
+template <Padding P, bool kAlign, class D, int G>
 struct FusedStencil {
   using T = hwy::HWY_NAMESPACE::TFromD<D>;
   using V = hwy::HWY_NAMESPACE::Vec<D>;
+  using Taps = LinearLanes<D, G == 2 ? 4 : 8, G>;
   D d;
-  SourceIndexLanes<P, kAlign, D> ax, ay;
-  int64_t in_h, in_w;
+  SourceIndexLanes<P, kAlign, D> axis[G];  // x, y[, z]
+  int64_t size[3];                         // Win, Hin, Din
 
-  FusedStencil(D tag, int64_t h, int64_t w) : d(tag), ax(tag, w), ay(tag, h), in_h(h), in_w(w) {}
+  FusedStencil(D tag, const TileSource& src) : d(tag), size{src.in_w, src.in_h, src.in_d} {
+    for (int a = 0; a < G; ++a) axis[a] = SourceIndexLanes<P, kAlign, D>(tag, size[a]);
+  }
 
-  BilinearLanes<D> operator()(const T* g, int i, int count, V* mult_x, V* mult_y) const {
+  Taps operator()(const T* g, int i, int count, V mult[G]) const {
     namespace hn = hwy::HWY_NAMESPACE;
     const int n = static_cast<int>(hn::Lanes(d));
-    V gx, gy;
-    if (i + n <= count) {
-      hn::LoadInterleaved2(d, g + 2 * i, gx, gy);
-    } else {
-      alignas(64) T tail[2 * hn::MaxLanes(d)] = {};
-      std::copy(g + 2 * i, g + 2 * count, tail);
-      hn::LoadInterleaved2(d, tail, gx, gy);
+    V c[3];
+    const T* from = g + G * i;
+    alignas(64) T tail[G * hn::MaxLanes(d)] = {};
+    if (i + n > count) {
+      std::copy(from, g + G * count, tail);
+      from = tail;
     }
-    hn::Mask<D> fast_x, fast_y;
-    V x = ax(gx, mult_x, &fast_x), y = ay(gy, mult_y, &fast_y);
-    if (!ax.vector_ok || !ay.vector_ok || !hn::AllTrue(d, hn::And(fast_x, fast_y))) {
+    if constexpr (G == 2) {
+      hn::LoadInterleaved2(d, from, c[0], c[1]);
+    } else {
+      hn::LoadInterleaved3(d, from, c[0], c[1], c[2]);
+    }
+    V x[G];
+    bool exact = true;
+    for (int a = 0; a < G; ++a) {
+      hn::Mask<D> fast;
+      x[a] = axis[a](c[a], &mult[a], &fast);
+      exact = exact && axis[a].vector_ok && hn::AllTrue(d, fast);
+    }
+    if (!exact) {
       // The scalar policy for the whole vector (its bits, as the builder's
       // per-lane fallback gives).
-      alignas(64) T c[4][hn::MaxLanes(d)], out[4][hn::MaxLanes(d)];
-      hn::Store(gx, d, c[0]);
-      hn::Store(gy, d, c[1]);
-      for (int l = 0; l < n; ++l) {
-        out[0][l] = coords::source_index<P>(c[0][l], in_w, kAlign, &out[2][l]);
-        out[1][l] = coords::source_index<P>(c[1][l], in_h, kAlign, &out[3][l]);
+      alignas(64) T in[hn::MaxLanes(d)], out[hn::MaxLanes(d)], m[hn::MaxLanes(d)];
+      for (int a = 0; a < G; ++a) {
+        hn::Store(c[a], d, in);
+        for (int l = 0; l < n; ++l) out[l] = coords::source_index<P>(in[l], size[a], kAlign, &m[l]);
+        x[a] = hn::Load(d, out);
+        mult[a] = hn::Load(d, m);
       }
-      x = hn::Load(d, out[0]);
-      y = hn::Load(d, out[1]);
-      *mult_x = hn::Load(d, out[2]);
-      *mult_y = hn::Load(d, out[3]);
     }
-    return bilinear_lanes(d, x, y, in_h, in_w);
+    if constexpr (G == 2) {
+      return bilinear_lanes(d, x[0], x[1], size[1], size[0]);
+    } else {
+      return trilinear_lanes(d, x[0], x[1], x[2], size[2], size[1], size[0]);
+    }
   }
 };
 
-// The four taps' values (0 where invalid) in one plane: the rows' taps as
-// pairs for float planes of two pixels or more, one gather per tap
+// The taps' values (0 where invalid) in one plane: each row's two taps as a
+// pair for float planes of two pixels or more, one gather per tap
 // otherwise.
-template <class D, class T>
-inline void fused_values(D d, const BilinearLanes<D>& b, const T* __restrict ip, int64_t plane, int64_t in_w,
-                         hwy::HWY_NAMESPACE::Vec<D> v[4]) {
+template <class D, int K, int G, class T>
+inline void fused_values(D d, const LinearLanes<D, K, G>& t, const T* __restrict ip, int64_t plane, int64_t in_w,
+                         int64_t in_hw, hwy::HWY_NAMESPACE::Vec<D> v[K]) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::RebindToSigned<D> di;
   if constexpr (std::is_same_v<T, float>) {
     if (plane >= 2) {
-      for (int k = 0; k < 4; k += 2) {
-        pair_lanes(di, bilinear_tap_index(di, b.base, k, in_w), bilinear_tap_index(di, b.base, k + 1, in_w),
-                   hn::RebindMask(di, b.valid[k]), hn::RebindMask(di, b.valid[k + 1]), ip, plane, &v[k], &v[k + 1]);
+      for (int k = 0; k < K; k += 2) {
+        pair_lanes(di, linear_tap_index(di, t.base, k, in_w, in_hw), linear_tap_index(di, t.base, k + 1, in_w, in_hw),
+                   hn::RebindMask(di, t.valid[k]), hn::RebindMask(di, t.valid[k + 1]), ip, plane, &v[k], &v[k + 1]);
       }
       return;
     }
   }
-  for (int k = 0; k < 4; ++k) {
-    const auto valid = hn::RebindMask(di, b.valid[k]);
-    const auto index = hn::IfThenElseZero(valid, bilinear_tap_index(di, b.base, k, in_w));
-    v[k] = hn::IfThenElseZero(b.valid[k], hn::GatherIndex(d, ip, index));
+  for (int k = 0; k < K; ++k) {
+    const auto valid = hn::RebindMask(di, t.valid[k]);
+    const auto index = hn::IfThenElseZero(valid, linear_tap_index(di, t.base, k, in_w, in_hw));
+    v[k] = hn::IfThenElseZero(t.valid[k], hn::GatherIndex(d, ip, index));
   }
 }
 
@@ -130,23 +144,25 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
 // The forward of output pixels [p0, p0 + count) of image n in one channel:
 // op[p0 + i] = sum over taps of w * value, in tap order from 0 (as
 // forward_channel).
-template <class T, Padding P, bool kAlign>
+template <class T, Padding P, bool kAlign, int G>
 void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input, void* output) {
   namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<T> d;
+  using D = hn::ScalableTag<T>;
+  const D d;
   const int lanes = static_cast<int>(hn::Lanes(d));
-  const T* g = static_cast<const T*>(src.grid) + n * src.grid_strides[0] + 2 * p0;
+  const T* g = static_cast<const T*>(src.grid) + n * src.grid_strides[0] + G * p0;
   const T* ip = static_cast<const T*>(input);
   T* op = static_cast<T*>(output) + p0;
-  const int64_t plane = src.in_h * src.in_w;
-  const FusedStencil<P, kAlign, hn::ScalableTag<T>> stencil(d, src.in_h, src.in_w);
+  const int64_t in_hw = src.in_h * src.in_w, plane = src.in_d * in_hw;
+  const FusedStencil<P, kAlign, D, G> stencil(d, src);
+  constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   const int c = static_cast<int>(count);
   for (int i = 0; i < c; i += lanes) {
-    hn::Vec<decltype(d)> mx, my, v[4];
-    const auto b = stencil(g, i, c, &mx, &my);
-    fused_values(d, b, ip, plane, src.in_w, v);
+    hn::Vec<D> mult[G], v[K];
+    const auto t = stencil(g, i, c, mult);
+    fused_values(d, t, ip, plane, src.in_w, in_hw, v);
     auto acc = hn::Zero(d);
-    for (int k = 0; k < 4; ++k) acc = hn::Add(acc, hn::Mul(hn::IfThenElseZero(b.valid[k], b.w[k]), v[k]));
+    for (int k = 0; k < K; ++k) acc = hn::Add(acc, hn::Mul(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k]));
     store_lanes_n(d, acc, c - i, op + i);
   }
 }
@@ -154,26 +170,28 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
 // The backward of the same pixels: dx contributions w * grad added into
 // `acc` (a plane of dx or an accumulator; tap-major over the tile, pixels in
 // order, as backward_channel), the dgrid sums (sum over taps of dw * value,
-// times grad) into sums[2][kTile], and the coordinates' multipliers into
-// mult[2][kTile].
-template <class T, Padding P, bool kAlign, bool kDx, bool kDgrid>
+// times grad) into sums[G][kTile], and the coordinates' multipliers into
+// mult[G][kTile].
+template <class T, Padding P, bool kAlign, int G, bool kDx, bool kDgrid>
 void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count, const T* gp, const T* ip, T* acc,
                          T (*sums)[kTile], T (*mult)[kTile]) {
   namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<T> d;
-  const hn::RebindToSigned<decltype(d)> di;
+  using D = hn::ScalableTag<T>;
+  const D d;
+  const hn::RebindToSigned<D> di;
   using TI = hn::TFromD<decltype(di)>;
   const int lanes = static_cast<int>(hn::Lanes(d));
-  const T* g = static_cast<const T*>(src.grid) + n * src.grid_strides[0] + 2 * p0;
-  const int64_t plane = src.in_h * src.in_w;
-  const FusedStencil<P, kAlign, hn::ScalableTag<T>> stencil(d, src.in_h, src.in_w);
+  const T* g = static_cast<const T*>(src.grid) + n * src.grid_strides[0] + G * p0;
+  const int64_t in_hw = src.in_h * src.in_w, plane = src.in_d * in_hw;
+  const FusedStencil<P, kAlign, D, G> stencil(d, src);
+  constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   // An invalid tap adds +0 to element 0: it changes no value there (no
   // accumulator is -0; they start at +0, and a sum from +0 never becomes -0).
-  alignas(64) TI index[4][kTile];
-  alignas(64) T product[4][kTile];
+  alignas(64) TI index[K][kTile];
+  alignas(64) T product[K][kTile];
   for (int i = 0; i < count; i += lanes) {
-    hn::Vec<decltype(d)> mx, my, grad;
-    const auto b = stencil(g, i, count, &mx, &my);
+    hn::Vec<D> m[G], grad;
+    const auto t = stencil(g, i, count, m);
     if (i + lanes <= count) {
       grad = hn::LoadU(d, gp + p0 + i);
     } else {
@@ -181,29 +199,26 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
       std::copy(gp + p0 + i, gp + p0 + count, tail);
       grad = hn::Load(d, tail);
     }
-    hn::StoreU(mx, d, mult[0] + i);
-    hn::StoreU(my, d, mult[1] + i);
+    for (int a = 0; a < G; ++a) hn::StoreU(m[a], d, mult[a] + i);
     if constexpr (kDx) {
-      for (int k = 0; k < 4; ++k) {
-        const auto valid = hn::RebindMask(di, b.valid[k]);
-        hn::StoreU(hn::IfThenElseZero(valid, bilinear_tap_index(di, b.base, k, src.in_w)), di, index[k] + i);
-        hn::StoreU(hn::IfThenElseZero(b.valid[k], hn::Mul(b.w[k], grad)), d, product[k] + i);
+      for (int k = 0; k < K; ++k) {
+        const auto valid = hn::RebindMask(di, t.valid[k]);
+        hn::StoreU(hn::IfThenElseZero(valid, linear_tap_index(di, t.base, k, src.in_w, in_hw)), di, index[k] + i);
+        hn::StoreU(hn::IfThenElseZero(t.valid[k], hn::Mul(t.w[k], grad)), d, product[k] + i);
       }
     }
     if constexpr (kDgrid) {
-      hn::Vec<decltype(d)> v[4];
-      fused_values(d, b, ip, plane, src.in_w, v);
-      auto sx = hn::Zero(d), sy = hn::Zero(d);
-      for (int k = 0; k < 4; ++k) {
-        sx = hn::Add(sx, hn::Mul(hn::IfThenElseZero(b.valid[k], b.dx[k]), v[k]));
-        sy = hn::Add(sy, hn::Mul(hn::IfThenElseZero(b.valid[k], b.dy[k]), v[k]));
+      hn::Vec<D> v[K], s[G];
+      fused_values(d, t, ip, plane, src.in_w, in_hw, v);
+      for (int a = 0; a < G; ++a) s[a] = hn::Zero(d);
+      for (int k = 0; k < K; ++k) {
+        for (int a = 0; a < G; ++a) s[a] = hn::Add(s[a], hn::Mul(hn::IfThenElseZero(t.valid[k], t.dw[a][k]), v[k]));
       }
-      hn::StoreU(hn::Add(hn::Zero(d), hn::Mul(sx, grad)), d, sums[0] + i);
-      hn::StoreU(hn::Add(hn::Zero(d), hn::Mul(sy, grad)), d, sums[1] + i);
+      for (int a = 0; a < G; ++a) hn::StoreU(hn::Add(hn::Zero(d), hn::Mul(s[a], grad)), d, sums[a] + i);
     }
   }
   if constexpr (kDx) {
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < K; ++k) {
       const TI* __restrict idx = index[k];
       const T* __restrict add = product[k];
       for (int i = 0; i < count; ++i) acc[idx[i]] += add[i];
@@ -212,7 +227,7 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
 }
 
 // As a table entry: the wanted outputs chosen at run time.
-template <class T, Padding P, bool kAlign>
+template <class T, Padding P, bool kAlign, int G>
 void backward_fused(const TileSource& src, int64_t n, int64_t p0, int count, const void* grad, const void* input,
                     void* acc, bool want_dx, bool want_dgrid, void* sums, void* mult) {
   const T* gp = static_cast<const T*>(grad);
@@ -221,19 +236,22 @@ void backward_fused(const TileSource& src, int64_t n, int64_t p0, int count, con
   auto* s = static_cast<T(*)[kTile]>(sums);
   auto* m = static_cast<T(*)[kTile]>(mult);
   if (want_dx && want_dgrid) {
-    backward_fused_tile<T, P, kAlign, true, true>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_tile<T, P, kAlign, G, true, true>(src, n, p0, count, gp, ip, a, s, m);
   } else if (want_dx) {
-    backward_fused_tile<T, P, kAlign, true, false>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_tile<T, P, kAlign, G, true, false>(src, n, p0, count, gp, ip, a, s, m);
   } else {
-    backward_fused_tile<T, P, kAlign, false, true>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_tile<T, P, kAlign, G, false, true>(src, n, p0, count, gp, ip, a, s, m);
   }
 }
 
 template <class S, Padding P, bool kAlign>
 void fill_fused(KernelTable* table) {
   if constexpr (std::is_same_v<S, compute_t<S>>) {
-    table->fused_forward[static_cast<int>(P)][kAlign ? 1 : 0] = &forward_fused<S, P, kAlign>;
-    table->fused_backward[static_cast<int>(P)][kAlign ? 1 : 0] = &backward_fused<S, P, kAlign>;
+    const int p = static_cast<int>(P), a = kAlign ? 1 : 0;
+    table->fused_forward[p][a] = &forward_fused<S, P, kAlign, 2>;
+    table->fused_backward[p][a] = &backward_fused<S, P, kAlign, 2>;
+    table->fused_forward_3d[p][a] = &forward_fused<S, P, kAlign, 3>;
+    table->fused_backward_3d[p][a] = &backward_fused<S, P, kAlign, 3>;
   }
 }
 

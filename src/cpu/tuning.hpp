@@ -9,6 +9,10 @@
 namespace gridsampler::cpu {
 
 constexpr int kTile = 64;         // output pixels per tile (one builder call)
+// Output pixels per planar forward task when fused tiles (fused-inl.h) run:
+// a tile per task cost about as much in task and call overhead as the
+// fused sampling of a few of its pixels.
+constexpr int64_t kFusedRun = 16 * kTile;
 constexpr int kLanes = 16;        // channels per interleaved block
 constexpr int kNarrowLanes = 4;   // ... for 2 to 7 channels
 // An interleaved backward task's accumulators (and, as much again, its input
