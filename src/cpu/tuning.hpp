@@ -9,9 +9,8 @@
 namespace gridsampler::cpu {
 
 constexpr int kTile = 64;         // output pixels per tile (one builder call)
-// Output pixels per planar forward task when fused tiles (fused-inl.h) run:
-// a tile per task cost about as much in task and call overhead as the
-// fused sampling of a few of its pixels.
+// Output voxels per planar forward task when fused tiles (fused-inl.h) run:
+// runs of tiles, for fewer tasks and calls (not measured on its own).
 constexpr int64_t kFusedRun = 16 * kTile;
 constexpr int kLanes = 16;        // channels per interleaved block
 constexpr int kNarrowLanes = 4;   // ... for 2 to 7 channels
