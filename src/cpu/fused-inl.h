@@ -74,7 +74,7 @@ struct FusedStencil {
     if (i + n <= count) {
       load_points(g + G * i, c);
     } else {
-      alignas(64) T tail[G * hn::MaxLanes(d)] = {};
+      alignas(64) T tail[G * hn::MaxLanes(D())] = {};
       std::copy(g + G * i, g + G * count, tail);
       load_points(tail, c);
     }
@@ -88,7 +88,7 @@ struct FusedStencil {
     if (!exact) {
       // The scalar policy for the whole vector (its bits, as the builder's
       // per-lane fallback gives).
-      alignas(64) T in[hn::MaxLanes(d)], out[hn::MaxLanes(d)], m[hn::MaxLanes(d)];
+      alignas(64) T in[hn::MaxLanes(D())], out[hn::MaxLanes(D())], m[hn::MaxLanes(D())];
       for (int a = 0; a < G; ++a) {
         hn::Store(c[a], d, in);
         for (int l = 0; l < n; ++l) out[l] = coords::source_index<P>(in[l], size[a], kAlign, &m[l]);
