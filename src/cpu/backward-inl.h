@@ -41,6 +41,17 @@ inline compute_t<S>* direct_dx_plane(const MutableTensorView& dx, int64_t n, int
   }
 }
 
+// Where a planar task adds up dx of channel c (its block starting at c0):
+// nothing when dx is not wanted, dx's own plane for a direct_dx plan, else
+// the task's accumulator plane.
+template <class S>
+inline compute_t<S>* planar_dx_target(const BackwardPlan& plan, const MutableTensorView& dx, int64_t n, int64_t c,
+                                      int64_t c0, compute_t<S>* acc) {
+  if (!plan.problem.mask.input) return nullptr;
+  if (plan.direct_dx) return direct_dx_plane<S>(dx, n, c);
+  return acc + (c - c0) * (in_plane(plan.problem) + 1);
+}
+
 // The planar backward microkernel for the wanted outputs.
 template <bool kFlat, class S, int K, int G, class T>
 inline void backward_plane(const Tile<T, K, G>& t, const S* gp, const S* ip, int64_t plane, T* acc, bool want_dx,
@@ -85,9 +96,7 @@ inline void backward_tile(const BackwardPlan& plan, const TensorView& grad, cons
     for (int64_t c = c0; c < c1; ++c) {
       const S* gp = static_cast<const S*>(grad.data) + n * gs[0] + c * gs[1];
       const S* ip = static_cast<const S*>(input.data) + n * is[0] + c * is[1];
-      T* a = !want_dx         ? nullptr
-             : plan.direct_dx ? direct_dx_plane<S>(dx, n, c)
-                              : acc + (c - c0) * slot;
+      T* a = planar_dx_target<S>(plan, dx, n, c, c0, acc);
       if (plan.flat_taps) {
         backward_plane<true, S, K>(t, gp, ip, slot - 1, a, want_dx, need_values, sums);
       } else {
@@ -193,7 +202,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
         const Tile<T, K, G>& t = *tile;
         for (int c = 0; c < G; ++c) std::fill_n(sums[c], kTile, T(0));
         if (fused) {
-          T* a = !want_dx ? nullptr : plan.direct_dx ? direct_dx_plane<S>(dx, n, 0) : acc;
+          T* a = planar_dx_target<S>(plan, dx, n, 0, 0, acc);
           plan.fused(src, n, p0, count, static_cast<const S*>(grad.data) + n * gs[0],
                      static_cast<const S*>(input.data) + n * input.strides[0], a, want_dx, plan.need_values, sums,
                      tile->mult);

@@ -44,18 +44,18 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   const Shape4& os = output.strides;
   const TileSource src = tile_source(p, grid, os, is, false, !plan.flat_taps);
   // One channel volume through fused tiles (plan.hpp) when the grid and
-  // output are dense as well, in runs of kFusedRun voxels. (Each output value depends
-  // on its pixel alone: the split changes no bits.)
+  // output are dense as well, in runs of kFusedRun voxels. (Each output
+  // value depends on its pixel alone: the split changes no bits.)
   const bool fused = plan.fused != nullptr && dense_points<G>(grid.strides, p.out_w) && os[3] == 1 && os[2] == p.out_w;
   const int64_t run = fused ? kFusedRun : kTile;
-  const int64_t tiles = (pixels + run - 1) / run;
+  const int64_t runs = (pixels + run - 1) / run;
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K, G>>();
 #pragma omp for schedule(static)
-    for (int64_t task = 0; task < p.n * tiles; ++task) {
-      const int64_t n = task / tiles;
-      const int64_t p0 = (task % tiles) * run;
+    for (int64_t task = 0; task < p.n * runs; ++task) {
+      const int64_t n = task / runs;
+      const int64_t p0 = (task % runs) * run;
       if (fused) {
         plan.fused(src, n, p0, std::min<int64_t>(run, pixels - p0), in + n * is[0], out + n * os[0]);
         continue;

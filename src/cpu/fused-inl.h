@@ -79,11 +79,16 @@ struct FusedStencil {
       load_points(tail, c);
     }
     V x[G];
+    // An axis the vector fold cannot take (vector_ok false: a one-voxel
+    // reflected axis, whose span is 0) is not run through it at all: its
+    // flip count would be NaN, and converting NaN to an integer is
+    // undefined on the scalar (EMU128) target.
     bool exact = true;
-    for (int a = 0; a < G; ++a) {
+    for (int a = 0; a < G; ++a) exact = exact && axis[a].vector_ok;
+    for (int a = 0; a < G && exact; ++a) {
       hn::Mask<D> fast;
       x[a] = axis[a](c[a], &mult[a], &fast);
-      exact = exact && axis[a].vector_ok && hn::AllTrue(d, fast);
+      exact = hn::AllTrue(d, fast);
     }
     if (!exact) {
       // The scalar policy for the whole vector (its bits, as the builder's
@@ -101,7 +106,7 @@ struct FusedStencil {
 };
 
 // The taps' values (0 where invalid) in one plane: each row's two taps as a
-// pair for float planes of two pixels or more, one gather per tap
+// pair for float volumes of two voxels or more, one gather per tap
 // otherwise.
 template <class D, int K, int G, class T>
 inline void fused_values(D d, const LinearLanes<D, K, G>& t, const T* __restrict ip, int64_t plane, int64_t in_w,
@@ -137,7 +142,7 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
   std::copy(tail, tail + count, out);
 }
 
-// The forward of output pixels [p0, p0 + count) of image n in one channel:
+// The forward of output voxels [p0, p0 + count) of volume n in one channel:
 // op[p0 + i] = sum over taps of w * value, in tap order from 0 (as
 // forward_channel).
 template <class T, Padding P, bool kAlign>
@@ -164,7 +169,7 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
   }
 }
 
-// The backward of the same pixels: dx contributions w * grad added into
+// The backward of the same voxels: dx contributions w * grad added into
 // `acc` (a plane of dx or an accumulator; tap-major over the tile, pixels in
 // order, as backward_channel), the dgrid sums (sum over taps of dw * value,
 // times grad) into sums[G][kTile], and the coordinates' multipliers into

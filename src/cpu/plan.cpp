@@ -68,8 +68,8 @@ bool fused_applies(const Problem& p, int lanes, bool flat) {
   const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
   const bool axes = p.in_w <= exact && p.in_h <= exact && p.in_d <= exact;
   const bool indices = in_plane(p) + p.in_h * p.in_w + p.in_w < limit;
-  return p.volume && p.c == 1 && lanes == 1 && flat && compute_type && p.options.interpolation == Interpolation::kBilinear &&
-         axes && indices;
+  const bool trilinear = p.options.interpolation == Interpolation::kBilinear;
+  return p.volume && p.c == 1 && lanes == 1 && flat && compute_type && trilinear && axes && indices;
 }
 
 // The table entry of a problem's padding and align_corners.
@@ -153,7 +153,6 @@ ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
 }
 
 }  // namespace
-
 
 ForwardPlan plan_forward(const Problem& problem) { return plan_forward(problem, true); }
 

@@ -46,7 +46,7 @@ using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const T
 // A fused tile (fused-inl.h): one channel's output voxels [p0, p0 + count)
 // of volume n, from the grid to the volume's values, in place of a builder
 // and a microkernel; the same bits. `sums` and `mult` are the backward's
-// T[2][kTile] dgrid sums and coordinate multipliers, `acc` where dx adds up.
+// T[3][kTile] dgrid sums and coordinate multipliers, `acc` where dx adds up.
 using FusedForwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input,
                                 void* output);
 using FusedBackwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int count, const void* grad,
