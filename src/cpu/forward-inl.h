@@ -115,6 +115,48 @@ void forward_interleaved(const ForwardPlan& plan, const TensorView& input, const
   }
 }
 
+// Interleaved with one copy for the team (plan.shared_copy): the (n, block)
+// tasks in turn, each copied by every thread (a stretch of the plane each)
+// and then sampled by every thread (a share of its tiles each). The
+// barriers between the two keep the copy whole while it is read.
+template <class S, int K, int L, int G>
+void forward_interleaved_shared(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
+                                const MutableTensorView& output, void* copies) {
+  using T = compute_t<S>;
+  const detail::Problem& p = plan.problem;
+  const int64_t pixels = out_pixels(p);
+  const int64_t plane = in_plane(p);
+  const int64_t tiles = (pixels + kTile - 1) / kTile;
+  const int64_t stretch = plan.copy_stretch;
+  // At least one stretch: the last one also zeroes the slot after the plane.
+  const int64_t stretches = std::max<int64_t>((plane + stretch - 1) / stretch, 1);
+  S* out = static_cast<S*>(output.data);
+  const Shape4& os = output.strides;
+  const TileSource src = tile_source(p, grid, os, input.strides, false, !plan.flat_taps);
+  T* values = static_cast<T*>(copies);
+#pragma omp parallel num_threads(plan.threads)
+  {
+    auto tile = std::make_unique<Tile<T, K, G>>();
+    alignas(64) T ot[kTile * L];
+    for (int64_t task = 0; task < p.n * plan.blocks; ++task) {
+      const int64_t n = task / plan.blocks;
+      const int64_t s0 = task % plan.blocks * L, s1 = std::min(p.c, s0 + L);
+#pragma omp for schedule(static)
+      for (int64_t s = 0; s < stretches; ++s) {
+        copy_values<L, S>(p, input, n, s0, s1, values, std::min(plane, s * stretch), std::min(plane, (s + 1) * stretch));
+      }
+      S* ob = out + n * os[0] + s0 * os[1];
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t p0 = t * kTile;
+        plan.build(src, n, p0, std::min<int64_t>(kTile, pixels - p0), tile.get());
+        forward_lanes<L>(*tile, values, ot);
+        store_tile_lanes<L>(ot, static_cast<int>(s1 - s0), tile->count, tile->out_off, p0, ob, os, p.out_w);
+      }
+    }
+  }
+}
+
 // The forward driver of one (dtype, stencil size, path, grid components),
 // as a table entry.
 template <class S, int K, int L, int G = 2>
@@ -122,6 +164,8 @@ void forward(const ForwardPlan& plan, const TensorView& input, const TensorView&
              const MutableTensorView& output, void* copies) {
   if constexpr (L == 1) {
     forward_planar<S, K, G>(plan, input, grid, output, copies);
+  } else if (plan.shared_copy) {
+    forward_interleaved_shared<S, K, L, G>(plan, input, grid, output, copies);
   } else {
     forward_interleaved<S, K, L, G>(plan, input, grid, output, copies);
   }

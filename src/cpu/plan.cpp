@@ -108,22 +108,49 @@ void backward_empty(const BackwardPlan& plan, const TensorView&, const TensorVie
 // slots (16 MiB + 8 bytes), and without them it runs on one thread.
 uint64_t chunk_bytes_limit(const Problem& p) { return kMaxChunkBytes + (p.volume ? uint64_t{1} << 20 : 0); }
 
-ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
+}  // namespace
+
+ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
   ForwardPlan plan;
   plan.problem = p;
-  // Interleaved for 2 channels or more, with one channel-minor copy of a
-  // block's plane per thread, as long as the copies stay reasonable.
+  // Interleaved for 2 channels or more, reading a channel-minor copy of a
+  // block's plane, as long as the copies stay reasonable.
   const uint64_t elem = compute_size(p.dtype);
   const auto slot = static_cast<uint64_t>(in_plane(p)) + 1;
   const int lanes = lanes_for(p.c);
   const int64_t pixels = out_pixels(p);
-  if (allow_copies && !p.empty() && p.c >= 2 && slot <= kMaxInterleavedBytes / (lanes * elem)) {
-    const int64_t plane = in_plane(p);
-    const int64_t blocks = (p.c + lanes - 1) / lanes;
-    // Enough pixel ranges to feed the threads, none much smaller than the
-    // plane it copies (each output value depends on its pixel alone, so
-    // this split changes no bits).
-    const int64_t tasks = p.n * blocks;
+  const int64_t plane = in_plane(p);
+  const bool interleave = copies != ForwardCopies::kNone && !p.empty() && p.c >= 2 &&
+                          slot <= kMaxInterleavedBytes / (lanes * elem);
+  const int64_t blocks = (p.c + lanes - 1) / lanes;
+  const auto tasks = static_cast<int64_t>(std::min<uint64_t>(mul(p.n, blocks), INT64_MAX));
+  const uint64_t copy = slot * lanes * elem;
+  // One copy shared by the team where private copies would cost more than
+  // they save: when there are fewer (n, block) tasks than threads (private
+  // copies could feed every thread only by copying one block on several),
+  // or when one copy per thread would not fit what a calling thread keeps
+  // between calls (kMaxCachedBytes: every call would page-fault and zero
+  // them afresh). Otherwise private copies need no barriers, and a small one
+  // stays in its thread's L2.
+  const bool shared =
+      copies == ForwardCopies::kShared ||
+      (copies == ForwardCopies::kChosen &&
+       (tasks < call_threads(p) || static_cast<uint64_t>(call_threads(p)) > detail::kMaxCachedBytes / copy));
+  if (interleave && shared) {
+    // The team copies a block (a stretch of the plane each), then samples
+    // its tiles, block after block.
+    const int threads = team_for(p, static_cast<uint64_t>((pixels + kTile - 1) / kTile));
+    plan.threads = threads;
+    plan.lanes = lanes;
+    plan.blocks = blocks;
+    plan.shared_copy = true;
+    plan.copy_stretch = std::max<int64_t>((plane + 4 * threads - 1) / (4 * threads), kMinCopyStretch);
+    plan.copy_elems = static_cast<int64_t>(copy / elem);
+    plan.copy_bytes = static_cast<std::size_t>(copy);
+  } else if (interleave) {
+    // A copy per thread. Enough pixel ranges to feed the threads, none much
+    // smaller than the plane it copies (each output value depends on its
+    // pixel alone, so this split changes no bits).
     const int64_t want = (2 * static_cast<int64_t>(call_threads(p)) + tasks - 1) / tasks;
     const int64_t ranges =
         std::clamp<int64_t>(std::min(want, pixels / std::max<int64_t>(plane / 2, kTile)), 1, pixels);
@@ -152,10 +179,6 @@ ForwardPlan plan_forward(const Problem& p, bool allow_copies) {
   return plan;
 }
 
-}  // namespace
-
-ForwardPlan plan_forward(const Problem& problem) { return plan_forward(problem, true); }
-
 void run_forward(const ForwardPlan& plan, const TensorView& input, const TensorView& grid,
                  const MutableTensorView& output) {
   if (plan.copy_bytes == 0) {
@@ -169,7 +192,7 @@ void run_forward(const ForwardPlan& plan, const TensorView& input, const TensorV
       return;
     }
   }  // (freed before the fallback runs)
-  const ForwardPlan planar = plan_forward(plan.problem, false);
+  const ForwardPlan planar = plan_forward(plan.problem, ForwardCopies::kNone);
   planar.fn(planar, input, grid, output, nullptr);
 }
 

@@ -67,8 +67,14 @@ struct ForwardPlan {
   int64_t ranges = 1;        // pixel ranges per (n, block)
   int64_t range_pixels = 0;  // output pixels per range (a multiple of kTile)
   bool flat_taps = false;    // planar tasks read dense planes through flat taps
-  int64_t copy_elems = 0;    // one thread's copy: (plane + 1) * lanes
-  std::size_t copy_bytes = 0;  // all threads' copies (from the calling thread's cached buffer)
+  int64_t copy_elems = 0;    // one copy: (plane + 1) * lanes
+  std::size_t copy_bytes = 0;  // all copies (from the calling thread's cached buffer)
+  // One copy made and read by the whole team, (n, block) after (n, block),
+  // instead of one per thread: where there are fewer (n, block) tasks than
+  // threads, or the per-thread copies would outgrow what a thread keeps
+  // cached between calls (the planner says why).
+  bool shared_copy = false;
+  int64_t copy_stretch = 0;  // input pixels per thread's share of a shared copy
   ForwardFn fn = nullptr;
   BuildTileFn build = nullptr;
   // Set where fused tiles apply to the shape (one dense channel volume,
@@ -109,7 +115,10 @@ struct BackwardPlan {
   FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused (grid and grad dense)
 };
 
-ForwardPlan plan_forward(const detail::Problem& problem);
+// How an interleaved forward gets its channel-minor copies: as the planner
+// chooses, or (for tests) one way; kNone runs the planar path.
+enum class ForwardCopies { kChosen, kNone, kPerThread, kShared };
+ForwardPlan plan_forward(const detail::Problem& problem, ForwardCopies copies = ForwardCopies::kChosen);
 BackwardPlan plan_backward(const detail::Problem& problem);
 
 // Runs a forward plan; its copies come from the calling thread's cached

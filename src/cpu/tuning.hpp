@@ -21,9 +21,14 @@ constexpr std::size_t kAccumulatorBytes = 256 << 10;  // a planar task's dx accu
 constexpr int64_t kMinTasks = 16;          // below this, split pixels (fixed, not per machine)
 constexpr int64_t kMinChunkPixels = 1024;  // ... but never into chunks smaller than this
 // Interleaved copies of the input: at most this per block (both directions)
-// and, for the forward's per-thread copies, in all.
+// and, for the forward's per-thread copies, in all (a bound for plans that
+// ask for private copies: the planner's own choice shares them long before,
+// see plan_forward).
 constexpr uint64_t kMaxInterleavedBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxForwardCopyBytes = uint64_t{256} << 20;
+// Input pixels per thread's share of a shared forward copy, at least (a few
+// microseconds of copying).
+constexpr int64_t kMinCopyStretch = 4096;
 // Pixel chunks need dx accumulators per chunk and (interleaved) an input
 // copy per (n, block): chunk only while those take at most this. Chunks feed
 // threads that (n, block) tasks alone would leave idle, at a memory cost of

@@ -26,13 +26,13 @@ detail::Problem as_merged(detail::Problem p, const VolumeView& input, const Shap
 
 }  // namespace
 
-ForwardPlan plan_forward_3d(detail::Problem problem, const VolumeView& input) {
+ForwardPlan plan_forward_3d(detail::Problem problem, const VolumeView& input, ForwardCopies copies) {
   if (problem.empty()) {
     ForwardPlan plan;
     plan.problem = problem;
     return plan;
   }
-  return plan_forward(as_merged(problem, input, {}));
+  return plan_forward(as_merged(problem, input, {}), copies);
 }
 
 BackwardPlan plan_backward_3d(detail::Problem problem, const VolumeView& input, const MutableVolumeView& dx) {

@@ -15,7 +15,8 @@ namespace gridsampler::cpu {
 // Plans a validated volume problem: its 4-D strides become those of the views
 // the drivers will read (merged, or packed). `dx` is read only when the mask
 // wants it. An empty problem plans no work and no workspace.
-ForwardPlan plan_forward_3d(detail::Problem problem, const VolumeView& input);
+ForwardPlan plan_forward_3d(detail::Problem problem, const VolumeView& input,
+                            ForwardCopies copies = ForwardCopies::kChosen);
 BackwardPlan plan_backward_3d(detail::Problem problem, const VolumeView& input, const MutableVolumeView& dx);
 
 // Runs a plan on the views it was made for: merges or packs them, runs the

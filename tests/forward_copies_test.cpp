@@ -1,0 +1,173 @@
+// The interleaved forward's channel-minor copies, private per thread or one
+// shared by the team (ForwardPlan::shared_copy), against each other: the
+// same bits (the planar path sums in another order; the reference sweeps
+// check each path) on every SIMD target this CPU runs, for every mode,
+// padding and align_corners, every dtype, 2 to 17 channels (both lane
+// widths, partial blocks), several images, dense, channels-last and
+// strided planes, 1 to 3 threads, and volumes; planes of one copy stretch
+// and of several. Which copies the planner chooses is checked too.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "common/problem.hpp"
+#include "common/volume_problem.hpp"
+#include "core/memory.hpp"
+#include "core/validate.hpp"
+#include "cpu/dispatch.hpp"
+#include "cpu/plan.hpp"
+#include "cpu/volume_call.hpp"
+
+namespace gstest {
+namespace {
+
+namespace gs = gridsampler;
+using gs::Interpolation;
+using gs::Options;
+using gs::Padding;
+using gs::cpu::ForwardCopies;
+
+using Param = std::tuple<Interpolation, DType>;
+
+std::string name(const ::testing::TestParamInfo<Param>& info) {
+  const auto [mode, dtype] = info.param;
+  return std::string(gs::to_string(mode)) + "_" + std::string(gs::to_string(dtype));
+}
+
+// The forward of p through a plan made with `copies`, on `threads` threads.
+Tensor run_forward(const Problem& p, Layout layout, ForwardCopies copies, int threads) {
+  const DType dt = p.input.dtype();
+  Tensor out(dt, {p.dims.n, p.dims.c, p.dims.out_h, p.dims.out_w}, layout);
+  Options opt = p.options;
+  opt.num_threads = threads;
+  gs::detail::Problem fp;
+  gs::Status s = gs::detail::validate_forward(p.input.view(), p.grid.view(), out.mutable_view(), opt, &fp);
+  EXPECT_TRUE(s.ok()) << s.message();
+  const gs::cpu::ForwardPlan plan = gs::cpu::plan_forward(fp, copies);
+  EXPECT_EQ(plan.lanes > 1, copies != ForwardCopies::kNone);
+  EXPECT_EQ(plan.shared_copy, copies == ForwardCopies::kShared);
+  gs::cpu::run_forward(plan, p.input.view(), p.grid.view(), out.mutable_view());
+  return out;
+}
+
+const Dims kShapes[] = {
+    {3, 2, 5, 7, 6, 9},        // tiny planes, partial tiles
+    {2, 3, 70, 90, 33, 40},    // a plane of two copy stretches (6300 pixels)
+    {1, 5, 64, 80, 100, 70},   // one image, more output pixels than input
+    {2, 16, 9, 11, 8, 8},      // one full 16-lane block, one tile
+    {2, 17, 65, 66, 20, 21},   // a full and a partial 16-lane block
+};
+
+class ForwardCopiesPaths : public ::testing::TestWithParam<Param> {};
+
+TEST_P(ForwardCopiesPaths, SharedAndPrivateCopiesGiveTheSameBits) {
+  const auto [mode, dtype] = GetParam();
+  const int64_t targets = gs::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    uint64_t seed = 21;
+    for (const Dims& d : kShapes) {
+      for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+        for (bool align : {false, true}) {
+          const Options opt{mode, pad, align};
+          const Problem base = Problem::random(d, dtype, opt, seed++, 1.4);
+          for (Layout layout : {Layout::kContiguous, Layout::kChannelsLast, Layout::kNegative}) {
+            const Problem p = base.relayout(layout);
+            const Tensor want = run_forward(p, layout, ForwardCopies::kPerThread, 1);
+            const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
+                                     std::string(gs::to_string(dtype)) + " " + to_string(d) + " " +
+                                     to_string(layout);
+            const std::pair<ForwardCopies, int> runs[] = {
+                {ForwardCopies::kPerThread, 3}, {ForwardCopies::kShared, 1}, {ForwardCopies::kShared, 2}};
+            for (const auto& [copies, threads] : runs) {
+              const Tensor got = run_forward(p, layout, copies, threads);
+              EXPECT_EQ(got.storage(), want.storage())
+                  << what << (copies == ForwardCopies::kShared ? " shared" : " per thread") << ", " << threads
+                  << " threads";
+            }
+          }
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ForwardCopiesPaths,
+                         ::testing::Combine(::testing::Values(Interpolation::kBilinear, Interpolation::kNearest,
+                                                              Interpolation::kBicubic),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32,
+                                                              DType::kFloat64)),
+                         name);
+
+// Volumes take the same driver with three grid components.
+TEST(ForwardCopies, VolumesSharedAndPrivateGiveTheSameBits) {
+  for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
+    const Options opt{mode, Padding::kReflection, false};
+    const VolProblem p = VolProblem::random({2, 3, 9, 10, 11, 4, 5, 6}, DType::kFloat32, opt, 5, 1.3);
+    std::vector<std::vector<unsigned char>> results;
+    for (ForwardCopies copies : {ForwardCopies::kPerThread, ForwardCopies::kShared}) {
+      VolTensor out(DType::kFloat32, p.grad.shape());
+      Options o = opt;
+      o.num_threads = 2;
+      gs::detail::Problem fp;
+      gs::Status s = gs::detail::validate_forward_3d(p.input.view(), p.grid.view(), out.mutable_view(), o, &fp);
+      ASSERT_TRUE(s.ok()) << s.message();
+      const gs::cpu::ForwardPlan plan = gs::cpu::plan_forward_3d(fp, p.input.view(), copies);
+      EXPECT_EQ(plan.shared_copy, copies == ForwardCopies::kShared);
+      s = gs::cpu::run_forward_3d(plan, p.input.view(), p.grid.view(), out.mutable_view());
+      ASSERT_TRUE(s.ok()) << s.message();
+      results.push_back(out.element_bytes());
+    }
+    EXPECT_EQ(results[1], results[0]) << describe(opt);
+  }
+}
+
+gs::detail::Problem dense(int64_t n, int64_t c, int64_t side, DType dtype, int threads) {
+  gs::detail::Problem p;
+  p.n = n;
+  p.c = c;
+  p.in_h = p.in_w = side;
+  p.out_h = p.out_w = side;
+  p.input_strides = {c * side * side, side * side, side, 1};
+  p.dtype = dtype;
+  p.options.num_threads = threads;
+  return p;
+}
+
+// Private copies while every thread has its own (n, block) tasks and all
+// the copies fit what a calling thread keeps cached between calls; one
+// shared copy otherwise.
+TEST(ForwardCopies, PlannerSharesCopiesOnlyWherePrivateOnesCostMore) {
+  using gs::cpu::plan_forward;
+  using gs::detail::kMaxCachedBytes;
+  const std::size_t rgb_1024 = (1024 * 1024 + 1) * 4 * sizeof(float);
+  // Many small images: one copy per thread.
+  const auto small = plan_forward(dense(256, 3, 32, DType::kFloat32, 2));
+  EXPECT_EQ(small.lanes, 4);
+  EXPECT_FALSE(small.shared_copy);
+  EXPECT_EQ(small.copy_bytes, 2 * (32 * 32 + 1) * 4 * sizeof(float));
+  // One image for two threads: one copy, made and read by both.
+  const auto one = plan_forward(dense(1, 3, 1024, DType::kFloat32, 2));
+  EXPECT_TRUE(one.shared_copy);
+  EXPECT_EQ(one.threads, 2);
+  EXPECT_EQ(one.copy_bytes, rgb_1024);
+  // ... and for one thread, its private copy.
+  const auto alone = plan_forward(dense(1, 3, 1024, DType::kFloat32, 1));
+  EXPECT_FALSE(alone.shared_copy);
+  EXPECT_EQ(alone.copy_bytes, rgb_1024);
+  // Two images, two threads: private copies while both fit the cache.
+  ASSERT_GT(2 * rgb_1024, kMaxCachedBytes);
+  EXPECT_TRUE(plan_forward(dense(2, 3, 1024, DType::kFloat32, 2)).shared_copy);
+  const auto fits = plan_forward(dense(2, 3, 512, DType::kFloat32, 2));
+  EXPECT_FALSE(fits.shared_copy);
+  EXPECT_EQ(fits.copy_bytes, 2 * (512 * 512 + 1) * 4 * sizeof(float));
+  // One channel stays planar.
+  EXPECT_EQ(plan_forward(dense(1, 1, 1024, DType::kFloat32, 2)).lanes, 1);
+}
+
+}  // namespace
+}  // namespace gstest
