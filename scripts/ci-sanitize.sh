@@ -37,7 +37,9 @@ TSAN_TESTS=(threads_test kernel_vs_reference_test layout_test aclnn_test)
 # pattern (the rest of those programs tests no threading).
 TSAN_CASES=(double_backward_test 'double_backward_test\.DoubleBackward\.BitwiseIdentical'
             volume_kernels_test 'volume_kernels_test\.VolumeKernels\.ThreadCountsAreBitIdentical'
-            volume_double_backward_test 'volume_double_backward_test\.VolumeDoubleBackward\.BitwiseIdentical')
+            volume_double_backward_test 'volume_double_backward_test\.VolumeDoubleBackward\.BitwiseIdentical'
+            forward_copies_test 'forward_copies_test\..*(Volumes|bilinear_float32|bicubic_float64)'
+            fused_tiles_test 'fused_tiles_test\..*/(border_float32|reflection_align_float64)')
 
 # Nothing in the sanitizer builds is worth the time of the full SIMD target
 # list or of the benchmarks.
