@@ -1,12 +1,13 @@
-// Fused one-channel volume tiles (src/cpu/fused-inl.h) against the builders
-// and microkernels they replace: the same bits for the forward, dx and
-// dgrid, on every SIMD target this CPU runs, for every padding and
-// align_corners, float and double, each output mask, 2 and 3 threads; grids
-// near the volume, far outside it (reflection folding thousands of times),
-// beyond the vector fold's limit, and with NaN, infinities, huge values and
-// lattice points; volumes of 1, 2 and more voxels, partial tiles, and a
-// volume whose voxels are split into chunks. Which plans take fused tiles
-// is checked too.
+// Fused one-channel tiles (src/cpu/fused-inl.h) of images and volumes
+// against the builders and microkernels they replace: the same bits for the
+// forward, dx and dgrid, on every SIMD target this CPU runs, for every
+// padding and align_corners, float and double, each output mask, 2 and 3
+// threads; grids near the image, far outside it (reflection folding
+// thousands of times), beyond the vector fold's limit, and with NaN,
+// infinities, huge values and lattice points; planes of 1, 2 and more
+// pixels, tiny outputs, partial tiles, and an image (a volume) large enough
+// that its pixels are split into chunks. Which plans take fused tiles is
+// checked too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,14 +31,120 @@ using gs::Interpolation;
 using gs::Options;
 using gs::Padding;
 
+const Dims kShapes[] = {
+    {3, 1, 1, 1, 2, 3},        // 1-pixel planes (no pairs)
+    {2, 1, 1, 2, 3, 5},        // 2-pixel planes
+    {2, 1, 1, 9, 4, 5},        // Hin = 1
+    {2, 1, 7, 1, 3, 4},        // Win = 1
+    {40, 1, 5, 6, 3, 3},       // many images, 9 output pixels each
+    {2, 1, 19, 23, 17, 21},    // several tiles and a partial one
+    {1, 1, 33, 40, 1, 70},     // a row of points
+    {64, 1, 32, 48, 7, 7},     // correlation windows
+    {1, 1, 120, 130, 150, 140} // one image: pixel chunks
+};
+
+// Grid values that take the vector builders' scalar fallbacks or sit on
+// their edges, written over a few pixels of a random grid.
+void add_specials(Problem* p) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double specials[] = {std::nan(""), inf, -inf, 1e30, -1e30, -1.0, 1.0, 0.0, 3e6, -7e5};
+  const Dims& d = p->dims;
+  int64_t k = 0;
+  for (int64_t n = 0; n < d.n; ++n) {
+    for (int64_t h = 0; h < d.out_h; ++h) {
+      for (int64_t w = 0; w < d.out_w; ++w, ++k) {
+        if (k % 7 != 3) continue;
+        const int64_t c = (k / 7) % 2;
+        p->grid.set(n, h, w, c, specials[(k / 14) % 10]);
+      }
+    }
+  }
+}
+
+// Forward and backward through the planner and drivers, with the plans'
+// fused tiles or without them (the builders and microkernels then run).
+Outputs run_plans(const Problem& p, gs::OutputMask mask, bool fused, int threads) {
+  const DType dt = p.input.dtype();
+  Outputs o{Tensor(dt, p.grad.shape()), Tensor(dt, p.input.shape()), Tensor(dt, p.grid.shape())};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  o.out.fill(nan);
+  o.dx.fill(nan);
+  o.dgrid.fill(nan);
+  Options opt = p.options;
+  opt.num_threads = threads;
+  const bool vector_target = gs::cpu::current_target() != HWY_SCALAR;
+  gs::detail::Problem fp, bp;
+  gs::Status s = gs::detail::validate_forward(p.input.view(), p.grid.view(), o.out.mutable_view(), opt, &fp);
+  EXPECT_TRUE(s.ok()) << s.message();
+  gs::cpu::ForwardPlan forward = gs::cpu::plan_forward(fp);
+  EXPECT_EQ(forward.fused != nullptr, vector_target);
+  if (!fused) forward.fused = nullptr;
+  gs::cpu::run_forward(forward, p.input.view(), p.grid.view(), o.out.mutable_view());
+  s = gs::detail::validate_backward(p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
+                                    o.dgrid.mutable_view(), opt, mask, &bp);
+  EXPECT_TRUE(s.ok()) << s.message();
+  gs::cpu::BackwardPlan backward = gs::cpu::plan_backward(bp);
+  EXPECT_EQ(backward.fused != nullptr, vector_target);
+  if (!fused) backward.fused = nullptr;
+  std::vector<unsigned char> workspace(backward.workspace_bytes);
+  gs::cpu::run_backward(backward, p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
+                        o.dgrid.mutable_view(), workspace.data());
+  return o;
+}
+
 using Param = std::tuple<Padding, bool, DType>;
+class FusedTiles : public ::testing::TestWithParam<Param> {};
+
+TEST_P(FusedTiles, SameBitsAsBuildersAndMicrokernels) {
+  const auto [pad, align, dtype] = GetParam();
+  const Options opt{Interpolation::kBilinear, pad, align};
+  const int64_t targets = gs::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    uint64_t seed = 5;
+    for (const Dims& d : kShapes) {
+      for (double range : {1.2, 40.0, 5e6}) {
+        for (bool specials : {false, true}) {
+          Problem p = Problem::random(d, dtype, opt, seed++, range);
+          if (specials) add_specials(&p);
+          for (gs::OutputMask mask : {gs::OutputMask{true, true}, gs::OutputMask{true, false},
+                                      gs::OutputMask{false, true}}) {
+            const Outputs want = run_plans(p, mask, false, 2);
+            const Outputs got = run_plans(p, mask, true, 2);
+            const Outputs got3 = run_plans(p, mask, true, 3);
+            const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
+                                     std::string(gs::to_string(dtype)) + " " + to_string(d) + " range " +
+                                     std::to_string(range) + (specials ? " specials" : "") + " mask " +
+                                     std::to_string(mask.input) + std::to_string(mask.grid);
+            EXPECT_EQ(got.out.storage(), want.out.storage()) << what << " forward";
+            EXPECT_EQ(got.dx.storage(), want.dx.storage()) << what << " dx";
+            EXPECT_EQ(got.dgrid.storage(), want.dgrid.storage()) << what << " dgrid";
+            EXPECT_EQ(got3.out.storage(), got.out.storage()) << what << " forward, 3 threads";
+            EXPECT_EQ(got3.dx.storage(), got.dx.storage()) << what << " dx, 3 threads";
+            EXPECT_EQ(got3.dgrid.storage(), got.dgrid.storage()) << what << " dgrid, 3 threads";
+          }
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
 
 std::string name(const ::testing::TestParamInfo<Param>& info) {
   const auto [pad, align, dtype] = info.param;
   return std::string(gs::to_string(pad)) + (align ? "_align_" : "_") + std::string(gs::to_string(dtype));
 }
 
-// Through the volume planner and runner.
+INSTANTIATE_TEST_SUITE_P(All, FusedTiles,
+                         ::testing::Combine(::testing::Values(Padding::kZeros, Padding::kBorder,
+                                                              Padding::kReflection),
+                                            ::testing::Bool(),
+                                            ::testing::Values(DType::kFloat32, DType::kFloat64)),
+                         name);
+
+// Volumes: trilinear fused tiles against the volume builders and
+// microkernels, through the volume planner and runner.
 const VolDims kVolumeShapes[] = {
     {2, 1, 1, 1, 1, 2, 2, 3},    // 1-voxel volumes
     {2, 1, 1, 1, 2, 3, 2, 3},    // 2-voxel volumes
@@ -143,25 +250,25 @@ gs::detail::Problem dense(int64_t c, DType dtype, Interpolation mode, bool volum
   return p;
 }
 
-TEST(FusedTilesPlan, TakenForOneDenseTrilinearVolumeInTheComputeType) {
+TEST(FusedTilesPlan, TakenForOneDenseBilinearPlaneInTheComputeType) {
   const bool vector_target = gs::cpu::current_target() != HWY_SCALAR;
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
-    EXPECT_EQ(gs::cpu::plan_forward(dense(1, dtype, Interpolation::kBilinear, true)).fused != nullptr, vector_target);
-    EXPECT_EQ(gs::cpu::plan_backward(dense(1, dtype, Interpolation::kBilinear, true)).fused != nullptr,
-              vector_target);
+    EXPECT_EQ(gs::cpu::plan_forward(dense(1, dtype, Interpolation::kBilinear)).fused != nullptr, vector_target);
+    EXPECT_EQ(gs::cpu::plan_backward(dense(1, dtype, Interpolation::kBilinear)).fused != nullptr, vector_target);
   }
-  // Not for images, 16-bit storage, other modes, several channels or
-  // strided volumes.
-  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kBilinear)).fused, nullptr);
-  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBilinear)).fused, nullptr);
-  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat16, Interpolation::kBilinear, true)).fused, nullptr);
-  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kBFloat16, Interpolation::kBilinear, true)).fused, nullptr);
-  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBicubic, true)).fused, nullptr);
-  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused, nullptr);
-  EXPECT_EQ(gs::cpu::plan_backward(dense(2, DType::kFloat32, Interpolation::kBilinear, true)).fused, nullptr);
-  gs::detail::Problem strided = dense(1, DType::kFloat32, Interpolation::kBilinear, true);
+  // Not for 16-bit storage, other modes, several channels or strided planes.
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat16, Interpolation::kBilinear)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kBFloat16, Interpolation::kBilinear)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBicubic)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kNearest)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_backward(dense(2, DType::kFloat32, Interpolation::kBilinear)).fused, nullptr);
+  gs::detail::Problem strided = dense(1, DType::kFloat32, Interpolation::kBilinear);
   strided.input_strides = {1200, 1200, 40, 1};
   EXPECT_EQ(gs::cpu::plan_forward(strided).fused, nullptr);
+  // Volumes: trilinear likewise.
+  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBilinear, true)).fused != nullptr,
+            vector_target);
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused, nullptr);
 }
 
 }  // namespace

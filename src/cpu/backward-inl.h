@@ -143,8 +143,8 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   T* values = reinterpret_cast<T*>(ws + plan.values);
   T* scratch = reinterpret_cast<T*>(ws + plan.scratch);
   const TileSource src = tile_source(p, grid, grad.strides, input.strides, true, !plan.flat_taps);
-  // One channel volume through fused tiles (plan.hpp) when the grid and grad
-  // are dense as well.
+  // One channel through fused tiles (plan.hpp) when the grid and grad are
+  // dense as well.
   const Shape4& gs = grad.strides;
   const bool fused = plan.fused != nullptr && dense_points<G>(grid.strides, p.out_w) && gs[3] == 1 && gs[2] == p.out_w;
   auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + L - 1) / L; };

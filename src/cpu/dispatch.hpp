@@ -31,8 +31,10 @@ struct KernelTable {
   ForwardFn forward_3d[3][3] = {};
   BackwardFn backward_3d[3][3] = {};
   BuildTileFn build_3d[3][3][2][2] = {};
-  // Fused one-channel trilinear tiles of volumes by padding and
-  // align_corners (float and double; null elsewhere).
+  // Fused one-channel bilinear (trilinear) tiles of images (volumes) by
+  // padding and align_corners (float and double; null elsewhere).
+  FusedForwardFn fused_forward[3][2] = {};
+  FusedBackwardFn fused_backward[3][2] = {};
   FusedForwardFn fused_forward_3d[3][2] = {};
   FusedBackwardFn fused_backward_3d[3][2] = {};
 };

@@ -43,9 +43,9 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   const Shape4& is = input.strides;
   const Shape4& os = output.strides;
   const TileSource src = tile_source(p, grid, os, is, false, !plan.flat_taps);
-  // One channel volume through fused tiles (plan.hpp) when the grid and
-  // output are dense as well, in runs of kFusedRun voxels. (Each output
-  // value depends on its pixel alone: the split changes no bits.)
+  // One channel plane or volume through fused tiles (plan.hpp) when the
+  // grid and output are dense as well, in runs of kFusedRun pixels. (Each
+  // output value depends on its pixel alone: the split changes no bits.)
   const bool fused = plan.fused != nullptr && dense_points<G>(grid.strides, p.out_w) && os[3] == 1 && os[2] == p.out_w;
   const int64_t run = fused ? kFusedRun : kTile;
   const int64_t runs = (pixels + run - 1) / run;

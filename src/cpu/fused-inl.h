@@ -1,24 +1,25 @@
-// Fused tiles: one channel volume sampled trilinearly with each vector of
-// output voxels' stencil kept in registers, from the grid values to the
-// taps' reads, instead of going through a Tile in memory.
+// Fused tiles: one channel plane sampled bilinearly (trilinearly for
+// volumes) with each vector of output pixels' stencil kept in registers,
+// from the grid values to the taps' reads, instead of going through a Tile
+// in memory.
 //
-// Why: with one channel a tile's stencils serve a single volume, so writing
-// them out and reading them back (8 taps' indices, weights and 3
-// derivatives, the padded coordinates before them) is not amortised over
-// channels. Measured (docs/performance.md, "Fused one-channel tiles"): a
-// single 128^3 registration volume ran 1.2x (forward) and 1.3x (backward)
-// faster this way. The same pass for images (4 taps) measured no faster than
-// the tiles there, so images keep the tiles.
+// Why: with one channel a tile's stencils serve a single plane, so writing
+// them out and reading them back (indices, weights, derivatives, the padded
+// coordinates before them) is not amortised over channels. Measured
+// (docs/performance.md, "Fused one-channel tiles" and "Fused tiles for
+// images again"): a single 128^3 registration volume 1.2x (forward) and 1.3x
+// (backward) faster; one-channel images 1.1x-1.4x on a Zen 4 (AVX-512 and
+// AVX2 alike), a wash (0.94x-1.07x) on a Zen 3.
 //
-// A fused tile computes what the builder (builders_3d-inl.h) and the planar
+// A fused tile computes what the builder (builders-inl.h) and the planar
 // microkernel (microkernels-inl.h) compute for the same tile, from the same
-// per-vector pieces (SourceIndexLanes, trilinear_lanes, pair_lanes), in the
-// same order: the same bits, which tests check on every target. The drivers
-// (forward-inl.h, backward-inl.h) call one per tile in place of the builder
-// and the microkernel when the plan has one (one dense float or double
-// volume, trilinear) and the grid and the output or grad are dense;
-// everything around the tile (tasks, accumulators, dgrid stores, fixed-order
-// sums) is the drivers' as before.
+// per-vector pieces (SourceIndexLanes, bilinear_lanes or trilinear_lanes,
+// pair_lanes), in the same order: the same bits, which tests check on every
+// target. The drivers (forward-inl.h, backward-inl.h) call one per tile in
+// place of the builder and the microkernel when the plan has one (dense
+// float or double planes of one channel, bilinear or trilinear) and the
+// grid and the output or grad are dense; everything around the tile (tasks,
+// accumulators, dgrid stores, fixed-order sums) is the drivers' as before.
 
 // Target-independent includes (normal include guards).
 #include <algorithm>
@@ -46,17 +47,17 @@ namespace {
 
 #if HWY_TARGET != HWY_SCALAR
 
-// The padded coordinates and trilinear taps of one vector of voxels: lanes
-// from `i` of a tile whose grid values start at g, dense (x, y, z) points;
-// lanes past `count` read grid value 0. Also the coordinates' multipliers.
-template <Padding P, bool kAlign, class D>
+// The padded coordinates and linear taps (bilinear for G = 2 components,
+// trilinear for G = 3) of one vector of pixels: lanes from `i` of a tile
+// whose grid values start at g, dense (x, y[, z]) points; lanes past `count`
+// read grid value 0. Also the coordinates' multipliers.
+template <Padding P, bool kAlign, class D, int G>
 struct FusedStencil {
   using T = hwy::HWY_NAMESPACE::TFromD<D>;
   using V = hwy::HWY_NAMESPACE::Vec<D>;
-  static constexpr int G = 3;
-  using Taps = LinearLanes<D, 8, G>;
+  using Taps = LinearLanes<D, G == 2 ? 4 : 8, G>;
   D d;
-  SourceIndexLanes<P, kAlign, D> axis[G];  // x, y, z
+  SourceIndexLanes<P, kAlign, D> axis[G];  // x, y[, z]
   int64_t size[3];                         // Win, Hin, Din
 
   FusedStencil(D tag, const TileSource& src) : d(tag), size{src.in_w, src.in_h, src.in_d} {
@@ -64,7 +65,11 @@ struct FusedStencil {
   }
 
   void load_points(const T* from, V c[G]) const {
-    hwy::HWY_NAMESPACE::LoadInterleaved3(d, from, c[0], c[1], c[2]);
+    if constexpr (G == 2) {
+      hwy::HWY_NAMESPACE::LoadInterleaved2(d, from, c[0], c[1]);
+    } else {
+      hwy::HWY_NAMESPACE::LoadInterleaved3(d, from, c[0], c[1], c[2]);
+    }
   }
 
   Taps operator()(const T* g, int i, int count, V mult[G]) const {
@@ -79,7 +84,7 @@ struct FusedStencil {
       load_points(tail, c);
     }
     V x[G];
-    // An axis the vector fold cannot take (vector_ok false: a one-voxel
+    // An axis the vector fold cannot take (vector_ok false: a one-pixel
     // reflected axis, whose span is 0) is not run through it at all: its
     // flip count would be NaN, and converting NaN to an integer is
     // undefined on the scalar (EMU128) target.
@@ -101,12 +106,16 @@ struct FusedStencil {
         mult[a] = hn::Load(d, m);
       }
     }
-    return trilinear_lanes(d, x[0], x[1], x[2], size[2], size[1], size[0]);
+    if constexpr (G == 2) {
+      return bilinear_lanes(d, x[0], x[1], size[1], size[0]);
+    } else {
+      return trilinear_lanes(d, x[0], x[1], x[2], size[2], size[1], size[0]);
+    }
   }
 };
 
 // The taps' values (0 where invalid) in one plane: each row's two taps as a
-// pair for float volumes of two voxels or more, one gather per tap
+// pair for float planes (volumes) of two pixels or more, one gather per tap
 // otherwise.
 template <class D, int K, int G, class T>
 inline void fused_values(D d, const LinearLanes<D, K, G>& t, const T* __restrict ip, int64_t plane, int64_t in_w,
@@ -137,27 +146,27 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
     hn::StoreU(v, d, out);
     return;
   }
-  alignas(64) T tail[hn::MaxLanes(d)];
+  alignas(64) T tail[hn::MaxLanes(D())];
   hn::Store(v, d, tail);
   std::copy(tail, tail + count, out);
 }
 
-// The forward of output voxels [p0, p0 + count) of volume n in one channel:
+// The forward of output pixels [p0, p0 + count) of image (volume) n in one
+// channel:
 // op[p0 + i] = sum over taps of w * value, in tap order from 0 (as
 // forward_channel).
-template <class T, Padding P, bool kAlign>
+template <class T, Padding P, bool kAlign, int G>
 void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input, void* output) {
   namespace hn = hwy::HWY_NAMESPACE;
   using D = hn::ScalableTag<T>;
   const D d;
   const int lanes = static_cast<int>(hn::Lanes(d));
-  using Stencil = FusedStencil<P, kAlign, D>;
-  constexpr int G = Stencil::G, K = Stencil::Taps::kTaps;
-  const Stencil stencil(d, src);
   const T* g = static_cast<const T*>(src.grid) + n * src.grid_strides[0] + G * p0;
   const T* ip = static_cast<const T*>(input);
   T* op = static_cast<T*>(output) + p0;
   const int64_t in_hw = src.in_h * src.in_w, plane = src.in_d * in_hw;
+  const FusedStencil<P, kAlign, D, G> stencil(d, src);
+  constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   const int c = static_cast<int>(count);
   for (int i = 0; i < c; i += lanes) {
     hn::Vec<D> mult[G], v[K];
@@ -169,12 +178,12 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
   }
 }
 
-// The backward of the same voxels: dx contributions w * grad added into
+// The backward of the same pixels: dx contributions w * grad added into
 // `acc` (a plane of dx or an accumulator; tap-major over the tile, pixels in
 // order, as backward_channel), the dgrid sums (sum over taps of dw * value,
 // times grad) into sums[G][kTile], and the coordinates' multipliers into
 // mult[G][kTile].
-template <class T, Padding P, bool kAlign, bool kDx, bool kDgrid>
+template <class T, Padding P, bool kAlign, int G, bool kDx, bool kDgrid>
 void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count, const T* gp, const T* ip, T* acc,
                          T (*sums)[kTile], T (*mult)[kTile]) {
   namespace hn = hwy::HWY_NAMESPACE;
@@ -183,11 +192,10 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
   const hn::RebindToSigned<D> di;
   using TI = hn::TFromD<decltype(di)>;
   const int lanes = static_cast<int>(hn::Lanes(d));
-  using Stencil = FusedStencil<P, kAlign, D>;
-  constexpr int G = Stencil::G, K = Stencil::Taps::kTaps;
-  const Stencil stencil(d, src);
   const T* g = static_cast<const T*>(src.grid) + n * src.grid_strides[0] + G * p0;
   const int64_t in_hw = src.in_h * src.in_w, plane = src.in_d * in_hw;
+  const FusedStencil<P, kAlign, D, G> stencil(d, src);
+  constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   // An invalid tap adds +0 to element 0: it changes no value there (no
   // accumulator is -0; they start at +0, and a sum from +0 never becomes -0).
   alignas(64) TI index[K][kTile];
@@ -198,7 +206,7 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
     if (i + lanes <= count) {
       grad = hn::LoadU(d, gp + p0 + i);
     } else {
-      alignas(64) T tail[hn::MaxLanes(d)] = {};
+      alignas(64) T tail[hn::MaxLanes(D())] = {};
       std::copy(gp + p0 + i, gp + p0 + count, tail);
       grad = hn::Load(d, tail);
     }
@@ -230,7 +238,7 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
 }
 
 // As a table entry: the wanted outputs chosen at run time.
-template <class T, Padding P, bool kAlign>
+template <class T, Padding P, bool kAlign, int G>
 void backward_fused(const TileSource& src, int64_t n, int64_t p0, int count, const void* grad, const void* input,
                     void* acc, bool want_dx, bool want_dgrid, void* sums, void* mult) {
   const T* gp = static_cast<const T*>(grad);
@@ -239,11 +247,11 @@ void backward_fused(const TileSource& src, int64_t n, int64_t p0, int count, con
   auto* s = static_cast<T(*)[kTile]>(sums);
   auto* m = static_cast<T(*)[kTile]>(mult);
   if (want_dx && want_dgrid) {
-    backward_fused_tile<T, P, kAlign, true, true>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_tile<T, P, kAlign, G, true, true>(src, n, p0, count, gp, ip, a, s, m);
   } else if (want_dx) {
-    backward_fused_tile<T, P, kAlign, true, false>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_tile<T, P, kAlign, G, true, false>(src, n, p0, count, gp, ip, a, s, m);
   } else {
-    backward_fused_tile<T, P, kAlign, false, true>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_tile<T, P, kAlign, G, false, true>(src, n, p0, count, gp, ip, a, s, m);
   }
 }
 
@@ -251,14 +259,16 @@ template <class S, Padding P, bool kAlign>
 void fill_fused(KernelTable* table) {
   if constexpr (std::is_same_v<S, compute_t<S>>) {
     const int p = static_cast<int>(P), a = kAlign ? 1 : 0;
-    table->fused_forward_3d[p][a] = &forward_fused<S, P, kAlign>;
-    table->fused_backward_3d[p][a] = &backward_fused<S, P, kAlign>;
+    table->fused_forward[p][a] = &forward_fused<S, P, kAlign, 2>;
+    table->fused_backward[p][a] = &backward_fused<S, P, kAlign, 2>;
+    table->fused_forward_3d[p][a] = &forward_fused<S, P, kAlign, 3>;
+    table->fused_backward_3d[p][a] = &backward_fused<S, P, kAlign, 3>;
   }
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR
 
-// The fused volume tiles of storage type S (float and double; none for 16-bit
+// The fused tiles of storage type S (float and double; none for 16-bit
 // storage, which the microkernels widen, nor for the scalar target).
 template <class S>
 void fill_fused(KernelTable* table) {

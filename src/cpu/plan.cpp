@@ -56,26 +56,25 @@ bool flat_taps(const Problem& p) {
   return dense && plane > 0 && plane < limit - p.in_w;
 }
 
-// Fused tiles (fused-inl.h) apply to one dense channel volume sampled
-// trilinearly in the compute type, where the builders' vector taps are
-// exact: axes of at most 2^24 voxels for float, 2^53 for double, and flat
-// indices up to plane + Hin * Win + Win within the gathers' index type
-// (flat_taps has checked plane + Win). (Images keep the tiles: the same pass
-// over 4 taps measured no faster.)
+// Fused tiles (fused-inl.h) apply to one dense channel plane (volume)
+// sampled bilinearly (trilinearly) in the compute type, where the builders'
+// vector taps are exact: axes of at most 2^24 pixels for float, 2^53 for
+// double, and flat indices up to plane + Hin * Win + Win within the
+// gathers' index type (flat_taps has checked plane + Win).
 bool fused_applies(const Problem& p, int lanes, bool flat) {
   const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
   const int64_t exact = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 24;
   const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
   const bool axes = p.in_w <= exact && p.in_h <= exact && p.in_d <= exact;
-  const bool indices = in_plane(p) + p.in_h * p.in_w + p.in_w < limit;
-  const bool trilinear = p.options.interpolation == Interpolation::kBilinear;
-  return p.volume && p.c == 1 && lanes == 1 && flat && compute_type && trilinear && axes && indices;
+  const bool indices = !p.volume || in_plane(p) + p.in_h * p.in_w + p.in_w < limit;
+  const bool linear = p.options.interpolation == Interpolation::kBilinear;
+  return p.c == 1 && lanes == 1 && flat && compute_type && linear && axes && indices;
 }
 
 // The table entry of a problem's padding and align_corners.
 template <class Fn>
-Fn fused_entry(const Problem& p, Fn const (&table)[3][2]) {
-  return table[static_cast<int>(p.options.padding)][p.options.align_corners ? 1 : 0];
+Fn fused_entry(const Problem& p, Fn const (&images)[3][2], Fn const (&volumes)[3][2]) {
+  return (p.volume ? volumes : images)[static_cast<int>(p.options.padding)][p.options.align_corners ? 1 : 0];
 }
 
 Path path_of(int lanes) {
@@ -174,7 +173,7 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
   if (fused_applies(p, plan.lanes, plan.flat_taps)) {
-    plan.fused = fused_entry(p, table.fused_forward_3d);
+    plan.fused = fused_entry(p, table.fused_forward, table.fused_forward_3d);
   }
   return plan;
 }
@@ -308,7 +307,7 @@ BackwardPlan plan_backward(const Problem& p) {
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
   if (fused_applies(p, plan.lanes, plan.flat_taps)) {
-    plan.fused = fused_entry(p, table.fused_backward_3d);
+    plan.fused = fused_entry(p, table.fused_backward, table.fused_backward_3d);
   }
   return plan;
 }

@@ -9,7 +9,7 @@
 namespace gridsampler::cpu {
 
 constexpr int kTile = 64;         // output pixels per tile (one builder call)
-// Output voxels per planar forward task when fused tiles (fused-inl.h) run:
+// Output pixels per planar forward task when fused tiles (fused-inl.h) run:
 // runs of tiles, for fewer tasks and calls (not measured on its own).
 constexpr int64_t kFusedRun = 16 * kTile;
 constexpr int kLanes = 16;        // channels per interleaved block
