@@ -143,7 +143,8 @@ void forward_interleaved_shared(const ForwardPlan& plan, const TensorView& input
       const int64_t s0 = task % plan.blocks * L, s1 = std::min(p.c, s0 + L);
 #pragma omp for schedule(static)
       for (int64_t s = 0; s < stretches; ++s) {
-        copy_values<L, S>(p, input, n, s0, s1, values, std::min(plane, s * stretch), std::min(plane, (s + 1) * stretch));
+        const int64_t q0 = std::min(plane, s * stretch), q1 = std::min(plane, (s + 1) * stretch);
+        copy_values<L, S>(p, input, n, s0, s1, values, q0, q1);
       }
       S* ob = out + n * os[0] + s0 * os[1];
 #pragma omp for schedule(static)
