@@ -152,8 +152,7 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
 }
 
 // The forward of output pixels [p0, p0 + count) of image (volume) n in one
-// channel:
-// op[p0 + i] = sum over taps of w * value, in tap order from 0 (as
+// channel: op[p0 + i] = sum over taps of w * value, in tap order from 0 (as
 // forward_channel).
 template <class T, Padding P, bool kAlign, int G>
 void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input, void* output) {

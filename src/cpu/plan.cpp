@@ -121,47 +121,49 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
   const int64_t plane = in_plane(p);
   const bool interleave = copies != ForwardCopies::kNone && !p.empty() && p.c >= 2 &&
                           slot <= kMaxInterleavedBytes / (lanes * elem);
-  const int64_t blocks = (p.c + lanes - 1) / lanes;
-  const auto tasks = static_cast<int64_t>(std::min<uint64_t>(mul(p.n, blocks), INT64_MAX));
-  const uint64_t copy = slot * lanes * elem;
-  // One copy shared by the team where private copies would cost more than
-  // they save: when there are fewer (n, block) tasks than threads (private
-  // copies could feed every thread only by copying one block on several),
-  // or when one copy per thread would not fit what a calling thread keeps
-  // between calls (kMaxCachedBytes: every call would page-fault and zero
-  // them afresh). Otherwise private copies need no barriers, and a small one
-  // stays in its thread's L2.
-  const bool shared =
-      copies == ForwardCopies::kShared ||
-      (copies == ForwardCopies::kChosen &&
-       (tasks < call_threads(p) || static_cast<uint64_t>(call_threads(p)) > detail::kMaxCachedBytes / copy));
-  if (interleave && shared) {
-    // The team copies a block (a stretch of the plane each), then samples
-    // its tiles, block after block.
-    const int threads = team_for(p, static_cast<uint64_t>((pixels + kTile - 1) / kTile));
-    plan.threads = threads;
-    plan.lanes = lanes;
-    plan.blocks = blocks;
-    plan.shared_copy = true;
-    plan.copy_stretch = std::max<int64_t>((plane + 4 * threads - 1) / (4 * threads), kMinCopyStretch);
-    plan.copy_elems = static_cast<int64_t>(copy / elem);
-    plan.copy_bytes = static_cast<std::size_t>(copy);
-  } else if (interleave) {
-    // A copy per thread. Enough pixel ranges to feed the threads, none much
-    // smaller than the plane it copies (each output value depends on its
-    // pixel alone, so this split changes no bits).
-    const int64_t want = (2 * static_cast<int64_t>(call_threads(p)) + tasks - 1) / tasks;
-    const int64_t ranges =
-        std::clamp<int64_t>(std::min(want, pixels / std::max<int64_t>(plane / 2, kTile)), 1, pixels);
-    const int threads = team_for(p, static_cast<uint64_t>(tasks * ranges));
-    if (static_cast<uint64_t>(threads) <= kMaxForwardCopyBytes / (slot * lanes * elem)) {
+  if (interleave) {
+    const int64_t blocks = (p.c + lanes - 1) / lanes;
+    const auto tasks = static_cast<int64_t>(std::min<uint64_t>(mul(p.n, blocks), INT64_MAX));
+    const uint64_t copy = slot * lanes * elem;  // one block's, at most kMaxInterleavedBytes
+    // One copy shared by the team where private copies would cost more
+    // than they save: when there are fewer (n, block) tasks than threads
+    // (private copies could feed every thread only by copying one block on
+    // several), or when one copy per thread would not fit what a calling
+    // thread keeps between calls (kMaxCachedBytes: every call would
+    // page-fault and zero them afresh). Otherwise private copies need no
+    // barriers, and a small one stays in its thread's L2.
+    const bool shared =
+        copies == ForwardCopies::kShared ||
+        (copies == ForwardCopies::kChosen &&
+         (tasks < call_threads(p) || static_cast<uint64_t>(call_threads(p)) > detail::kMaxCachedBytes / copy));
+    if (shared) {
+      // The team copies a block (a stretch of the plane each), then samples
+      // its tiles, block after block.
+      const int threads = team_for(p, static_cast<uint64_t>((pixels + kTile - 1) / kTile));
       plan.threads = threads;
       plan.lanes = lanes;
       plan.blocks = blocks;
-      plan.ranges = ranges;
-      plan.range_pixels = ((pixels + ranges - 1) / ranges + kTile - 1) / kTile * kTile;
+      plan.shared_copy = true;
+      plan.copy_stretch = std::max<int64_t>((plane + 4 * threads - 1) / (4 * threads), kMinCopyStretch);
       plan.copy_elems = static_cast<int64_t>(slot * lanes);
-      plan.copy_bytes = static_cast<std::size_t>(threads * slot * lanes * elem);
+      plan.copy_bytes = static_cast<std::size_t>(copy);
+    } else {
+      // A copy per thread. Enough pixel ranges to feed the threads, none
+      // much smaller than the plane it copies (each output value depends on
+      // its pixel alone, so this split changes no bits).
+      const int64_t want = (2 * static_cast<int64_t>(call_threads(p)) + tasks - 1) / tasks;
+      const int64_t ranges =
+          std::clamp<int64_t>(std::min(want, pixels / std::max<int64_t>(plane / 2, kTile)), 1, pixels);
+      const int threads = team_for(p, static_cast<uint64_t>(tasks * ranges));
+      if (static_cast<uint64_t>(threads) <= kMaxForwardCopyBytes / copy) {
+        plan.threads = threads;
+        plan.lanes = lanes;
+        plan.blocks = blocks;
+        plan.ranges = ranges;
+        plan.range_pixels = ((pixels + ranges - 1) / ranges + kTile - 1) / kTile * kTile;
+        plan.copy_elems = static_cast<int64_t>(slot * lanes);
+        plan.copy_bytes = static_cast<std::size_t>(threads * copy);
+      }
     }
   }
   // Planar: tasks (n, tile).

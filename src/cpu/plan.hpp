@@ -44,8 +44,8 @@ using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const T
                             const MutableTensorView& dgrid, void* workspace);
 
 // A fused tile (fused-inl.h): one channel's output pixels [p0, p0 + count)
-// of image (volume) n, from the grid to the plane's values, in place of a builder
-// and a microkernel; the same bits. `sums` and `mult` are the backward's
+// of image (volume) n, from the grid to the plane's values, in place of a
+// builder and a microkernel; the same bits. `sums` and `mult` are the backward's
 // T[3][kTile] dgrid sums and coordinate multipliers, `acc` where dx adds up.
 using FusedForwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input,
                                 void* output);
@@ -78,8 +78,8 @@ struct ForwardPlan {
   ForwardFn fn = nullptr;
   BuildTileFn build = nullptr;
   // Set where fused tiles apply to the shape (one dense channel plane or
-  // volume, bilinear or trilinear, float or double); the driver takes it when the grid and the
-  // output are dense too.
+  // volume, bilinear or trilinear, float or double); the driver takes it
+  // when the grid and the output are dense too.
   FusedForwardFn fused = nullptr;
 };
 
