@@ -2,7 +2,8 @@
 // against the builders and microkernels they replace: the same bits for the
 // forward, dx and dgrid, on every SIMD target this CPU runs, for every
 // padding and align_corners, float and double, each output mask, 2 and 3
-// threads; grids near the image, far outside it (reflection folding
+// threads; affine grids (neighbouring pixels close together), grids near
+// the image, far outside it (reflection folding
 // thousands of times), beyond the vector fold's limit, and with NaN,
 // infinities, huge values and lattice points; planes of 1, 2 and more
 // pixels, tiny outputs, partial tiles, and an image (a volume) large enough
@@ -61,6 +62,28 @@ void add_specials(Problem* p) {
   }
 }
 
+// An affine grid per image: rotations up to 0.1 rad, scales 1 (the whole
+// image), 0.25 and 0.05 (a few pixels: a correlation window or glimpse),
+// shifts up to 0.9 (so some stencils leave the image). Neighbouring pixels
+// then read neighbouring elements, which the fused tiles read from windows
+// of consecutive elements rather than by gathers.
+void make_affine(Problem* p) {
+  const Dims& d = p->dims;
+  const double scales[] = {1.0, 0.25, 0.05};
+  for (int64_t n = 0; n < d.n; ++n) {
+    const double s = scales[n % 3], angle = 0.05 * static_cast<double>(n % 5 - 2);
+    const double tx = 0.3 * static_cast<double>(n % 7 - 3), ty = 0.2 * static_cast<double>(n % 4 - 2);
+    for (int64_t h = 0; h < d.out_h; ++h) {
+      for (int64_t w = 0; w < d.out_w; ++w) {
+        const double u = d.out_w > 1 ? 2.0 * static_cast<double>(w) / static_cast<double>(d.out_w - 1) - 1.0 : 0.0;
+        const double v = d.out_h > 1 ? 2.0 * static_cast<double>(h) / static_cast<double>(d.out_h - 1) - 1.0 : 0.0;
+        p->grid.set(n, h, w, 0, s * (std::cos(angle) * u - std::sin(angle) * v) + tx);
+        p->grid.set(n, h, w, 1, s * (std::sin(angle) * u + std::cos(angle) * v) + ty);
+      }
+    }
+  }
+}
+
 // Forward and backward through the planner and drivers, with the plans'
 // fused tiles or without them (the builders and microkernels then run).
 Outputs run_plans(const Problem& p, gs::OutputMask mask, bool fused, int threads) {
@@ -104,9 +127,11 @@ TEST_P(FusedTiles, SameBitsAsBuildersAndMicrokernels) {
     gs::cpu::force_targets(target);
     uint64_t seed = 5;
     for (const Dims& d : kShapes) {
-      for (double range : {1.2, 40.0, 5e6}) {
+      // range 0: affine grids.
+      for (double range : {0.0, 1.2, 40.0, 5e6}) {
         for (bool specials : {false, true}) {
-          Problem p = Problem::random(d, dtype, opt, seed++, range);
+          Problem p = Problem::random(d, dtype, opt, seed++, range == 0.0 ? 1.0 : range);
+          if (range == 0.0) make_affine(&p);
           if (specials) add_specials(&p);
           for (gs::OutputMask mask : {gs::OutputMask{true, true}, gs::OutputMask{true, false},
                                       gs::OutputMask{false, true}}) {

@@ -203,12 +203,15 @@ inline void widen_indices(int count, Tile<T, K, G>* t) {
 // taps: tap k = c * 4 + b * 2 + a reads flat index base + a + b * Win +
 // c * Hin * Win (linear_tap_index) where valid[k]; weights and their
 // derivatives by coordinate unmasked (the caller zeroes invalid taps).
+// Images: base = row * Win + col, the first tap's row and column, kept as
+// integral floating-point values (volumes leave them 0).
 template <class DF, int K, int G>
 struct LinearLanes {
   using VF = hwy::HWY_NAMESPACE::Vec<DF>;
   using VI = hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToSigned<DF>>;
   static constexpr int kTaps = K;
   VI base;
+  VF row, col;
   hwy::HWY_NAMESPACE::Mask<DF> valid[K];
   VF w[K], dw[G][K];
 };
@@ -230,7 +233,9 @@ inline LinearLanes<DF, 4, 2> bilinear_lanes(DF df, VF x, VF y, int64_t in_h, int
   const auto y0 = hn::And(fy >= zero, fy <= y_last), y1 = hn::And(fy >= minus_one, fy <= y_before_last);
   LinearLanes<DF, 4, 2> b;
   // Integral values in [-1, size - 1] where a tap may be valid, 0 elsewhere.
-  b.base = tap_index<T>(di, hn::IfThenElseZero(hn::Or(y0, y1), fy), hn::IfThenElseZero(hn::Or(x0, x1), fx), in_w);
+  b.row = hn::IfThenElseZero(hn::Or(y0, y1), fy);
+  b.col = hn::IfThenElseZero(hn::Or(x0, x1), fx);
+  b.base = tap_index<T>(di, b.row, b.col, in_w);
   b.valid[0] = hn::And(y0, x0);
   b.valid[1] = hn::And(y0, x1);
   b.valid[2] = hn::And(y1, x0);

@@ -89,6 +89,7 @@ inline LinearLanes<DF, 8, 3> trilinear_lanes(DF df, VF x, VF y, VF z, int64_t in
   const VF cy = hn::IfThenElseZero(hn::Or(vy[0], vy[1]), fy);
   const VF cz = hn::IfThenElseZero(hn::Or(vz[0], vz[1]), fz);
   LinearLanes<DF, 8, 3> t;
+  t.row = t.col = zero;  // (not used for volumes)
   if constexpr (std::is_same_v<T, float>) {
     const auto row = hn::ConvertTo(di, cz) * hn::Set(di, static_cast<TI>(in_h)) + hn::ConvertTo(di, cy);
     t.base = row * hn::Set(di, static_cast<TI>(in_w)) + hn::ConvertTo(di, cx);

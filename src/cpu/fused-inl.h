@@ -114,13 +114,136 @@ struct FusedStencil {
   }
 };
 
-// The taps' values (0 where invalid) in one plane: each row's two taps as a
-// pair for float planes (volumes) of two pixels or more, one gather per tap
+// Window reads (below) need a lookup in a table of two vectors that is one
+// instruction: AVX-512's two-table permute. On AVX2 (two permutes and a
+// blend, 8 lanes) they were slower than the gathers on a Zen 4 (0.85x-0.92x
+// on stn_digits, ram_glimpse, raft_corr_lookup_9x9), so other targets keep
+// the gathers.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#define GRIDSAMPLER_WINDOW_READS 1
+
+// Lane i of the result is lane rel[i] % 2N of the 2N-lane table (lo, hi).
+template <class D, class VI>
+inline hwy::HWY_NAMESPACE::Vec<D> lookup_pair(hwy::HWY_NAMESPACE::Vec<D> lo, hwy::HWY_NAMESPACE::Vec<D> hi, VI rel) {
+  if constexpr (sizeof(hwy::HWY_NAMESPACE::TFromD<D>) == 4) {
+    return hwy::HWY_NAMESPACE::Vec<D>{_mm512_permutex2var_ps(lo.raw, rel.raw, hi.raw)};
+  } else {
+    return hwy::HWY_NAMESPACE::Vec<D>{_mm512_permutex2var_pd(lo.raw, rel.raw, hi.raw)};
+  }
+}
+
+// The bilinear taps' values (0 where invalid) of one vector of N pixels
+// read from windows of 2N consecutive elements by permutes of two plain
+// loads, instead of gathers. Where a vector's pixels sit close together in
+// the image (affine warps with little rotation, zooms near 1, correlation
+// windows and glimpses) their stencils cover at most three input rows, rows
+// r0..r0+2, within 2N - 1 columns from c0; then each of those rows' window
+// starting at column c0 holds every tap, and a tap's value is a permute of
+// its row's window (a lane's upper taps lie in row r0 or r0 + 1, its lower
+// taps one row further). Two loads and a permute cost far less than a
+// gather (docs/performance.md, "Window reads"). The values are the plane's
+// elements themselves: the same bits as gathers. Returns false, with v
+// unspecified, when the pixels are further apart. Needs plane >= 2N.
+// Lanes from `live` on are the padding of a partial vector: whatever they
+// get is not used (here, 0).
+template <class D, class T>
+inline bool window_values(D d, const LinearLanes<D, 4, 2>& t, int live, const T* __restrict ip, int64_t plane,
+                          int64_t in_w, hwy::HWY_NAMESPACE::Vec<D> v[4]) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::RebindToSigned<D> di;
+  using TI = hn::TFromD<decltype(di)>;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const auto any = hn::And(hn::FirstN(d, static_cast<size_t>(live)),
+                           hn::Or(hn::Or(t.valid[0], t.valid[1]), hn::Or(t.valid[2], t.valid[3])));
+  if (hn::AllFalse(d, any)) {  // no tap to read
+    for (int k = 0; k < 4; ++k) v[k] = hn::Zero(d);
+    return true;
+  }
+  const auto far = hn::Set(d, hwy::HighestValue<T>());
+  const T r0 = hn::GetLane(hn::MinOfLanes(d, hn::IfThenElse(any, t.row, far)));
+  const T c0 = hn::GetLane(hn::MinOfLanes(d, hn::IfThenElse(any, t.col, far)));
+  const auto dr = hn::Sub(t.row, hn::Set(d, r0)), dc = hn::Sub(t.col, hn::Set(d, c0));
+  const auto near = hn::And(hn::Le(dr, hn::Set(d, T(1))), hn::Le(dc, hn::Set(d, static_cast<T>(2 * n - 2))));
+  if (!hn::AllTrue(d, hn::Or(hn::Not(any), near))) return false;
+  const auto rel = hn::ConvertTo(di, dc);
+  const auto one = hn::Set(di, TI(1));
+  // Row q's window: its start clamped into the plane. A valid tap lies in
+  // the plane, so it is still in the window, at lane rel + shift.
+  hn::Vec<D> lo[3], hi[3];
+  hn::Vec<decltype(di)> at[3];
+  for (int q = 0; q < 3; ++q) {
+    const int64_t want = (static_cast<int64_t>(r0) + q) * in_w + static_cast<int64_t>(c0);
+    const int64_t start = std::clamp<int64_t>(want, 0, plane - 2 * n);
+    lo[q] = hn::LoadU(d, ip + start);
+    hi[q] = hn::LoadU(d, ip + start + n);
+    at[q] = hn::Add(rel, hn::Set(di, static_cast<TI>(want - start)));
+  }
+  const auto top = hn::Eq(dr, hn::Zero(d));  // lanes whose upper taps are in row r0
+  const auto mid0 = lookup_pair<D>(lo[1], hi[1], at[1]), mid1 = lookup_pair<D>(lo[1], hi[1], hn::Add(at[1], one));
+  v[0] = hn::IfThenElse(top, lookup_pair<D>(lo[0], hi[0], at[0]), mid0);
+  v[1] = hn::IfThenElse(top, lookup_pair<D>(lo[0], hi[0], hn::Add(at[0], one)), mid1);
+  v[2] = hn::IfThenElse(top, mid0, lookup_pair<D>(lo[2], hi[2], at[2]));
+  v[3] = hn::IfThenElse(top, mid1, lookup_pair<D>(lo[2], hi[2], hn::Add(at[2], one)));
+  const auto keep = hn::RebindMask(d, hn::FirstN(di, static_cast<size_t>(live)));
+  for (int k = 0; k < 4; ++k) v[k] = hn::IfThenElseZero(hn::And(keep, t.valid[k]), v[k]);
+  return true;
+}
+#endif
+
+#ifdef GRIDSAMPLER_WINDOW_READS
+constexpr bool kWindowReads = true;
+#else
+constexpr bool kWindowReads = false;
+#endif
+
+// Whether to try window reads for the next vector of pixels: after a vector
+// they did not cover, the next 1, 2, 4, ... 64 vectors (doubling while they
+// keep failing) take the gathers, so a scattered grid wastes little on
+// them.
+class WindowBackoff {
+ public:
+  explicit WindowBackoff(bool enabled) : skip_(enabled ? 0 : -1) {}
+  bool attempt() {
+    if (skip_ < 0) return false;
+    if (skip_ == 0) return true;
+    --skip_;
+    return false;
+  }
+  void result(bool covered) {
+    if (covered) {
+      wait_ = 1;
+    } else {
+      skip_ = wait_;
+      wait_ = std::min(2 * wait_, 64);
+    }
+  }
+
+ private:
+  int skip_;
+  int wait_ = 1;
+};
+
+// The taps' values (0 where invalid) in one plane, for the first `live`
+// lanes (the rest are a partial vector's padding): from windows where the
+// backoff says to try them and they cover the vector; else each row's two
+// taps as a pair for float planes of two pixels or more, one gather per tap
 // otherwise.
 template <class D, int K, int G, class T>
-inline void fused_values(D d, const LinearLanes<D, K, G>& t, const T* __restrict ip, int64_t plane, int64_t in_w,
-                         int64_t in_hw, hwy::HWY_NAMESPACE::Vec<D> v[K]) {
+inline void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const T* __restrict ip, int64_t plane,
+                         int64_t in_w, int64_t in_hw, WindowBackoff* windows, hwy::HWY_NAMESPACE::Vec<D> v[K]) {
   namespace hn = hwy::HWY_NAMESPACE;
+#ifdef GRIDSAMPLER_WINDOW_READS
+  if constexpr (K == 4) {
+    if (windows->attempt()) {
+      const bool covered = window_values(d, t, live, ip, plane, in_w, v);
+      windows->result(covered);
+      if (covered) return;
+    }
+  }
+#else
+  (void)live;
+  (void)windows;
+#endif
   const hn::RebindToSigned<D> di;
   if constexpr (std::is_same_v<T, float>) {
     if (plane >= 2) {
@@ -167,10 +290,11 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
   const FusedStencil<P, kAlign, D, G> stencil(d, src);
   constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   const int c = static_cast<int>(count);
+  WindowBackoff windows(kWindowReads && plane >= 2 * lanes);
   for (int i = 0; i < c; i += lanes) {
     hn::Vec<D> mult[G], v[K];
     const auto t = stencil(g, i, c, mult);
-    fused_values(d, t, ip, plane, src.in_w, in_hw, v);
+    fused_values(d, t, std::min(lanes, c - i), ip, plane, src.in_w, in_hw, &windows, v);
     auto acc = hn::Zero(d);
     for (int k = 0; k < K; ++k) acc = hn::Add(acc, hn::Mul(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k]));
     store_lanes_n(d, acc, c - i, op + i);
@@ -237,6 +361,7 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
   // accumulator is -0; they start at +0, and a sum from +0 never becomes -0).
   alignas(64) TI index[K][kTile];
   alignas(64) T product[K][kTile];
+  WindowBackoff windows(kWindowReads && plane >= 2 * lanes);
   for (int i = 0; i < count; i += lanes) {
     hn::Vec<D> m[G], grad;
     const auto t = stencil(g, i, count, m);
@@ -257,7 +382,7 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
     }
     if constexpr (kDgrid) {
       hn::Vec<D> v[K], s[G];
-      fused_values(d, t, ip, plane, src.in_w, in_hw, v);
+      fused_values(d, t, std::min(lanes, count - i), ip, plane, src.in_w, in_hw, &windows, v);
       for (int a = 0; a < G; ++a) s[a] = hn::Zero(d);
       for (int k = 0; k < K; ++k) {
         for (int a = 0; a < G; ++a) s[a] = hn::Add(s[a], hn::Mul(hn::IfThenElseZero(t.valid[k], t.dw[a][k]), v[k]));
@@ -322,5 +447,7 @@ void fill_fused(KernelTable* table) {
 }  // namespace HWY_NAMESPACE
 }  // namespace gridsampler::cpu
 HWY_AFTER_NAMESPACE();
+
+#undef GRIDSAMPLER_WINDOW_READS
 
 #endif  // GRIDSAMPLER_CPU_FUSED_INL_H_
