@@ -122,6 +122,11 @@ struct FusedStencil {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 #define GRIDSAMPLER_WINDOW_READS 1
 
+// Window reads take vectors whose pixels' first rows differ by at most
+// this (with 16 lanes, 1 covered 77% of RAFT's 7x7 windows' vectors and 2
+// all of them). Vectors within 1 row take fewer loads and permutes.
+constexpr int kWindowRows = 2;
+
 // Lane i of the result is lane rel[i] % 2N of the 2N-lane table (lo, hi).
 template <class D, class VI>
 inline hwy::HWY_NAMESPACE::Vec<D> lookup_pair(hwy::HWY_NAMESPACE::Vec<D> lo, hwy::HWY_NAMESPACE::Vec<D> hi, VI rel) {
@@ -132,22 +137,56 @@ inline hwy::HWY_NAMESPACE::Vec<D> lookup_pair(hwy::HWY_NAMESPACE::Vec<D> lo, hwy
   }
 }
 
+// The taps of window_values for lanes whose first row is r0 + dr, dr in
+// [0, R], and first column c0 + rel: row r0 + q's window, q = 0..R + 1,
+// its start clamped into the plane (a valid tap lies in the plane, so it is
+// still in the window, at lane rel + shift), its values at rel and rel + 1,
+// and tap (j, a) of a lane the value of row dr + j. (Invalid taps get some
+// element of the windows.)
+template <int R, class D, class VI, class T>
+HWY_INLINE void window_rows(D d, VI rel, hwy::HWY_NAMESPACE::Vec<D> dr, T r0, T c0, const T* __restrict ip,
+                        int64_t plane, int64_t in_w, hwy::HWY_NAMESPACE::Vec<D> v[4]) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::RebindToSigned<D> di;
+  using TI = hn::TFromD<decltype(di)>;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const auto one = hn::Set(di, TI(1));
+  hn::Vec<D> at_col[R + 2][2];
+  for (int q = 0; q < R + 2; ++q) {
+    const int64_t want = (static_cast<int64_t>(r0) + q) * in_w + static_cast<int64_t>(c0);
+    const int64_t start = std::clamp<int64_t>(want, 0, plane - 2 * n);
+    const auto lo = hn::LoadU(d, ip + start), hi = hn::LoadU(d, ip + start + n);
+    const auto at = hn::Add(rel, hn::Set(di, static_cast<TI>(want - start)));
+    at_col[q][0] = lookup_pair<D>(lo, hi, at);
+    at_col[q][1] = lookup_pair<D>(lo, hi, hn::Add(at, one));
+  }
+  for (int j = 0; j < 2; ++j) {
+    for (int a = 0; a < 2; ++a) {
+      auto value = at_col[j][a];
+      for (int m = 1; m <= R; ++m) {
+        value = hn::IfThenElse(hn::Eq(dr, hn::Set(d, static_cast<T>(m))), at_col[j + m][a], value);
+      }
+      v[2 * j + a] = value;
+    }
+  }
+}
+
 // The bilinear taps' values (0 where invalid) of one vector of N pixels
 // read from windows of 2N consecutive elements by permutes of two plain
 // loads, instead of gathers. Where a vector's pixels sit close together in
 // the image (affine warps with little rotation, zooms near 1, correlation
-// windows and glimpses) their stencils cover at most three input rows, rows
-// r0..r0+2, within 2N - 1 columns from c0; then each of those rows' window
-// starting at column c0 holds every tap, and a tap's value is a permute of
-// its row's window (a lane's upper taps lie in row r0 or r0 + 1, its lower
-// taps one row further). Two loads and a permute cost far less than a
-// gather (docs/performance.md, "Window reads"). The values are the plane's
+// windows and glimpses) their first rows lie in r0..r0 + kWindowRows and
+// their columns within 2N - 1 from c0; then the window of each row from r0
+// to r0 + kWindowRows + 1 starting at column c0 holds every tap, and a
+// tap's value is a permute of its row's window, chosen by the lane's row.
+// Two loads and a permute per row cost far less than a gather per tap
+// (docs/performance.md, "Window reads"). The values are the plane's
 // elements themselves: the same bits as gathers. Returns false, with v
 // unspecified, when the pixels are further apart. Needs plane >= 2N.
 // Lanes from `live` on are the padding of a partial vector: whatever they
 // get is not used (here, 0).
 template <class D, class T>
-inline bool window_values(D d, const LinearLanes<D, 4, 2>& t, int live, const T* __restrict ip, int64_t plane,
+HWY_INLINE bool window_values(D d, const LinearLanes<D, 4, 2>& t, int live, const T* __restrict ip, int64_t plane,
                           int64_t in_w, hwy::HWY_NAMESPACE::Vec<D> v[4]) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::RebindToSigned<D> di;
@@ -163,27 +202,16 @@ inline bool window_values(D d, const LinearLanes<D, 4, 2>& t, int live, const T*
   const T r0 = hn::GetLane(hn::MinOfLanes(d, hn::IfThenElse(any, t.row, far)));
   const T c0 = hn::GetLane(hn::MinOfLanes(d, hn::IfThenElse(any, t.col, far)));
   const auto dr = hn::Sub(t.row, hn::Set(d, r0)), dc = hn::Sub(t.col, hn::Set(d, c0));
-  const auto near = hn::And(hn::Le(dr, hn::Set(d, T(1))), hn::Le(dc, hn::Set(d, static_cast<T>(2 * n - 2))));
+  const auto near = hn::And(hn::Le(dr, hn::Set(d, static_cast<T>(kWindowRows))),
+                            hn::Le(dc, hn::Set(d, static_cast<T>(2 * n - 2))));
   if (!hn::AllTrue(d, hn::Or(hn::Not(any), near))) return false;
   const auto rel = hn::ConvertTo(di, dc);
-  const auto one = hn::Set(di, TI(1));
-  // Row q's window: its start clamped into the plane. A valid tap lies in
-  // the plane, so it is still in the window, at lane rel + shift.
-  hn::Vec<D> lo[3], hi[3];
-  hn::Vec<decltype(di)> at[3];
-  for (int q = 0; q < 3; ++q) {
-    const int64_t want = (static_cast<int64_t>(r0) + q) * in_w + static_cast<int64_t>(c0);
-    const int64_t start = std::clamp<int64_t>(want, 0, plane - 2 * n);
-    lo[q] = hn::LoadU(d, ip + start);
-    hi[q] = hn::LoadU(d, ip + start + n);
-    at[q] = hn::Add(rel, hn::Set(di, static_cast<TI>(want - start)));
+  const auto spread_one = hn::AllTrue(d, hn::Or(hn::Not(any), hn::Le(dr, hn::Set(d, T(1)))));
+  if (spread_one) {
+    window_rows<1>(d, rel, dr, r0, c0, ip, plane, in_w, v);
+  } else {
+    window_rows<kWindowRows>(d, rel, dr, r0, c0, ip, plane, in_w, v);
   }
-  const auto top = hn::Eq(dr, hn::Zero(d));  // lanes whose upper taps are in row r0
-  const auto mid0 = lookup_pair<D>(lo[1], hi[1], at[1]), mid1 = lookup_pair<D>(lo[1], hi[1], hn::Add(at[1], one));
-  v[0] = hn::IfThenElse(top, lookup_pair<D>(lo[0], hi[0], at[0]), mid0);
-  v[1] = hn::IfThenElse(top, lookup_pair<D>(lo[0], hi[0], hn::Add(at[0], one)), mid1);
-  v[2] = hn::IfThenElse(top, mid0, lookup_pair<D>(lo[2], hi[2], at[2]));
-  v[3] = hn::IfThenElse(top, mid1, lookup_pair<D>(lo[2], hi[2], hn::Add(at[2], one)));
   const auto keep = hn::RebindMask(d, hn::FirstN(di, static_cast<size_t>(live)));
   for (int k = 0; k < 4; ++k) v[k] = hn::IfThenElseZero(hn::And(keep, t.valid[k]), v[k]);
   return true;
@@ -229,7 +257,7 @@ class WindowBackoff {
 // taps as a pair for float planes of two pixels or more, one gather per tap
 // otherwise.
 template <class D, int K, int G, class T>
-inline void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const T* __restrict ip, int64_t plane,
+HWY_INLINE void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const T* __restrict ip, int64_t plane,
                          int64_t in_w, int64_t in_hw, WindowBackoff* windows, hwy::HWY_NAMESPACE::Vec<D> v[K]) {
   namespace hn = hwy::HWY_NAMESPACE;
 #ifdef GRIDSAMPLER_WINDOW_READS
