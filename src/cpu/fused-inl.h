@@ -118,7 +118,7 @@ struct FusedStencil {
 // instruction: AVX-512's two-table permute. On AVX2 (two permutes and a
 // blend, 8 lanes) they were slower than the gathers on a Zen 4 (0.85x-0.92x
 // on stn_digits, ram_glimpse, raft_corr_lookup_9x9), so other targets keep
-// the gathers.
+// the gathers (docs/performance.md, "Window reads").
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 #define GRIDSAMPLER_WINDOW_READS 1
 
