@@ -127,14 +127,12 @@ struct FusedStencil {
 // all of them). Vectors within 1 row take fewer loads and permutes.
 constexpr int kWindowRows = 2;
 
-// Lane i of the result is lane rel[i] % 2N of the 2N-lane table (lo, hi).
+// Lane i of the result is lane rel[i] % 32 of the 32-lane table (lo, hi)
+// of floats. (Highway 1.0 has no two-table lookup.)
 template <class D, class VI>
 inline hwy::HWY_NAMESPACE::Vec<D> lookup_pair(hwy::HWY_NAMESPACE::Vec<D> lo, hwy::HWY_NAMESPACE::Vec<D> hi, VI rel) {
-  if constexpr (sizeof(hwy::HWY_NAMESPACE::TFromD<D>) == 4) {
-    return hwy::HWY_NAMESPACE::Vec<D>{_mm512_permutex2var_ps(lo.raw, rel.raw, hi.raw)};
-  } else {
-    return hwy::HWY_NAMESPACE::Vec<D>{_mm512_permutex2var_pd(lo.raw, rel.raw, hi.raw)};
-  }
+  static_assert(sizeof(hwy::HWY_NAMESPACE::TFromD<D>) == 4 && hwy::HWY_NAMESPACE::MaxLanes(D()) == 16);
+  return hwy::HWY_NAMESPACE::Vec<D>{_mm512_permutex2var_ps(lo.raw, rel.raw, hi.raw)};
 }
 
 // The taps of window_values for lanes whose first row is r0 + dr, dr in
@@ -145,7 +143,7 @@ inline hwy::HWY_NAMESPACE::Vec<D> lookup_pair(hwy::HWY_NAMESPACE::Vec<D> lo, hwy
 // element of the windows.)
 template <int R, class D, class VI, class T>
 HWY_INLINE void window_rows(D d, VI rel, hwy::HWY_NAMESPACE::Vec<D> dr, T r0, T c0, const T* __restrict ip,
-                        int64_t plane, int64_t in_w, hwy::HWY_NAMESPACE::Vec<D> v[4]) {
+                            int64_t plane, int64_t in_w, hwy::HWY_NAMESPACE::Vec<D> v[4]) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::RebindToSigned<D> di;
   using TI = hn::TFromD<decltype(di)>;
@@ -187,7 +185,7 @@ HWY_INLINE void window_rows(D d, VI rel, hwy::HWY_NAMESPACE::Vec<D> dr, T r0, T 
 // get is not used (here, 0).
 template <class D, class T>
 HWY_INLINE bool window_values(D d, const LinearLanes<D, 4, 2>& t, int live, const T* __restrict ip, int64_t plane,
-                          int64_t in_w, hwy::HWY_NAMESPACE::Vec<D> v[4]) {
+                              int64_t in_w, hwy::HWY_NAMESPACE::Vec<D> v[4]) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::RebindToSigned<D> di;
   using TI = hn::TFromD<decltype(di)>;
@@ -231,7 +229,8 @@ constexpr bool kWindowReads = false;
 // Whether to try window reads for the next vector of pixels: after a vector
 // they did not cover, the next 1, 2, 4, ... 64 vectors (doubling while they
 // keep failing) take the gathers, so a scattered grid wastes little on
-// them.
+// them. (A backward tile is 4 vectors, so there each tile tries at least
+// once.)
 class WindowBackoff {
  public:
   explicit WindowBackoff(bool enabled) : skip_(enabled ? 0 : -1) {}
@@ -262,7 +261,7 @@ class WindowBackoff {
 // otherwise.
 template <class D, int K, int G, class T>
 HWY_INLINE void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const T* __restrict ip, int64_t plane,
-                         int64_t in_w, int64_t in_hw, WindowBackoff* windows, hwy::HWY_NAMESPACE::Vec<D> v[K]) {
+                             int64_t in_w, int64_t in_hw, WindowBackoff* windows, hwy::HWY_NAMESPACE::Vec<D> v[K]) {
   namespace hn = hwy::HWY_NAMESPACE;
 #ifdef GRIDSAMPLER_WINDOW_READS
   if constexpr (K == 4 && kWindowReads<T>) {
