@@ -15,7 +15,8 @@
 // microkernel (microkernels-inl.h) compute for the same tile, from the same
 // per-vector pieces (SourceIndexLanes, bilinear_lanes or trilinear_lanes,
 // pair_lanes), in the same order: the same bits, which tests check on every
-// target. The drivers (forward-inl.h, backward-inl.h) call one per tile in
+// target. Window reads (window_values) take the same tap values from plain
+// loads instead of gathers where the pixels sit close together. The drivers (forward-inl.h, backward-inl.h) call one per tile in
 // place of the builder and the microkernel when the plan has one (dense
 // float or double planes of one channel, bilinear or trilinear) and the
 // grid and the output or grad are dense; everything around the tile (tasks,
@@ -188,10 +189,9 @@ HWY_INLINE bool window_values(D d, const LinearLanes<D, 4, 2>& t, int live, cons
                               int64_t in_w, hwy::HWY_NAMESPACE::Vec<D> v[4]) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::RebindToSigned<D> di;
-  using TI = hn::TFromD<decltype(di)>;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
-  const auto any = hn::And(hn::FirstN(d, static_cast<size_t>(live)),
-                           hn::Or(hn::Or(t.valid[0], t.valid[1]), hn::Or(t.valid[2], t.valid[3])));
+  const auto in_vector = hn::FirstN(d, static_cast<size_t>(live));
+  const auto any = hn::And(in_vector, hn::Or(hn::Or(t.valid[0], t.valid[1]), hn::Or(t.valid[2], t.valid[3])));
   if (hn::AllFalse(d, any)) {  // no tap to read
     for (int k = 0; k < 4; ++k) v[k] = hn::Zero(d);
     return true;
@@ -210,8 +210,7 @@ HWY_INLINE bool window_values(D d, const LinearLanes<D, 4, 2>& t, int live, cons
   } else {
     window_rows<kWindowRows>(d, rel, dr, r0, c0, ip, plane, in_w, v);
   }
-  const auto keep = hn::RebindMask(d, hn::FirstN(di, static_cast<size_t>(live)));
-  for (int k = 0; k < 4; ++k) v[k] = hn::IfThenElseZero(hn::And(keep, t.valid[k]), v[k]);
+  for (int k = 0; k < 4; ++k) v[k] = hn::IfThenElseZero(hn::And(in_vector, t.valid[k]), v[k]);
   return true;
 }
 #endif
