@@ -100,13 +100,27 @@ def _out_shape(input: Tensor, grid: Tensor) -> Tuple[int, ...]:
     return (input.shape[0], input.shape[1], *grid.shape[1:-1])
 
 
-def _readable(t: Tensor) -> Tensor:
+# A tensor handed to the extension as a DLPack capsule made by torch's C
+# function: Tensor.__dlpack__, which the extension would otherwise call, is
+# Python code that costs ~2 us per tensor, most of a small call's overhead
+# (a backward passes five tensors). The capsule holds a reference to the
+# tensor until the extension is done with it.
+_to_dlpack = getattr(torch._C, "_to_dlpack", None)
+
+
+def _handoff(t: Tensor):
+    """`t` (detached, CPU) as the extension takes it: a DLPack capsule where
+    torch has the C function, else the tensor itself."""
+    return _to_dlpack(t) if _to_dlpack is not None else t
+
+
+def _readable(t: Tensor):
     """`t` as the extension can read it: detached (DLPack refuses a tensor that
     requires grad), and copied if its data is off its element alignment, which
     the library refuses and PyTorch allows (``grid_sample`` takes such tensors,
     so the drop-in must too)."""
     t = t.detach()
-    return t if _switch.aligned(t) else t.clone()
+    return _handoff(t if _switch.aligned(t) else t.clone())
 
 
 # The operators' bodies, for images (rank 4) and volumes (rank 5).
@@ -116,7 +130,7 @@ def _forward(rank: int, input: Tensor, grid: Tensor, mode: str, padding_mode: st
     _check_tensors(input, grid, rank)
     out = torch.empty(_out_shape(input, grid), dtype=input.dtype, device=input.device)
     fn = _C.forward if rank == 4 else _C.forward_3d
-    fn(_readable(input), _readable(grid), out, mode, padding_mode, align_corners,
+    fn(_readable(input), _readable(grid), _handoff(out), mode, padding_mode, align_corners,
        num_threads=_threads())
     return out
 
@@ -137,8 +151,9 @@ def _backward_impl(rank: int, grad: Tensor, input: Tensor, grid: Tensor, mode: s
     dgrid = torch.empty(grid.shape if want_dgrid else (0,), dtype=input.dtype,
                         device=input.device)
     fn = _C.backward if rank == 4 else _C.backward_3d
-    fn(_readable(grad), _readable(input), _readable(grid), dx if want_dx else None,
-       dgrid if want_dgrid else None, mode, padding_mode, align_corners, num_threads=_threads())
+    fn(_readable(grad), _readable(input), _readable(grid), _handoff(dx) if want_dx else None,
+       _handoff(dgrid) if want_dgrid else None, mode, padding_mode, align_corners,
+       num_threads=_threads())
     return dx, dgrid
 
 
@@ -189,7 +204,7 @@ def _double_backward_impl(rank: int, gg_dx: Optional[Tensor], gg_dgrid: Optional
     fn(None if gg_dx is None else _readable(gg_dx),
        None if gg_dgrid is None else _readable(gg_dgrid),
        _readable(grad), _readable(input), _readable(grid),
-       *(o if w else None for o, w in zip(outs, want)),
+       *(_handoff(o) if w else None for o, w in zip(outs, want)),
        mode, padding_mode, align_corners, num_threads=_threads())
     return outs[0], outs[1], outs[2]
 
@@ -244,12 +259,13 @@ def _second_order(double_backward_op):
 
     def backward_backward(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
         grad, input, grid = ctx.saved_tensors
-        want = list(ctx.needs_input_grad[:3])
+        gg_dx = _incoming(gg_dx, ctx.output_mask[0])
+        gg_dgrid = _incoming(gg_dgrid, ctx.output_mask[1])
+        want = _switch.second_order_wanted(ctx.needs_input_grad[:3], gg_dgrid)
         results: list = [None, None, None]
         if any(want):
-            results = list(double_backward_op(
-                _incoming(gg_dx, ctx.output_mask[0]), _incoming(gg_dgrid, ctx.output_mask[1]),
-                grad, input, grid, *ctx.options, want))
+            results = list(double_backward_op(gg_dx, gg_dgrid, grad, input, grid, *ctx.options,
+                                              want))
         return (*(r if w else None for r, w in zip(results, want)), None, None, None, None)
 
     return backward_backward

@@ -140,6 +140,31 @@ def test_layouts_and_thread_counts_give_the_same_bits():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_penalty_on_dx_alone_leaves_the_input_unused_like_pytorch(mode):
+    """A loss on dx alone (R1): dx does not depend on the input, so the
+    input gets no gradient (None, as PyTorch's formula gives, not a tensor of
+    zeros), while the grid's matches PyTorch's."""
+    gen = torch.Generator().manual_seed(3)
+    x0 = torch.randn(2, 3, 8, 9, generator=gen, dtype=torch.float64)
+    g0 = torch.rand(2, 5, 6, 2, generator=gen, dtype=torch.float64) * 2.2 - 1.1
+    w = torch.randn(2, 3, 5, 6, generator=gen, dtype=torch.float64)
+    results = []
+    for sample in (gst.grid_sample, F.grid_sample):
+        x, g = x0.clone().requires_grad_(), g0.clone().requires_grad_()
+        out = sample(x, g, mode=mode, padding_mode="reflection", align_corners=False)
+        (dx,) = torch.autograd.grad((out * w).sum(), x, create_graph=True)
+        loss = (dx ** 2).sum()
+        with pytest.raises(RuntimeError, match="not have been used in the graph"):
+            torch.autograd.grad(loss, x, retain_graph=True)
+        d_input, d_grid = torch.autograd.grad(loss, (x, g), allow_unused=True)
+        assert d_input is None
+        results.append(d_grid)
+    ours, theirs = results
+    assert ours is not None and theirs is not None
+    assert torch.allclose(ours, theirs, rtol=0, atol=1e-10 * max(1.0, theirs.abs().max().item()))
+
+
 def test_third_order_says_it_is_not_supported():
     x = torch.randn(1, 1, 4, 4, dtype=torch.float64, requires_grad=True)
     g = (torch.rand(1, 2, 2, 2, dtype=torch.float64) - 0.5).requires_grad_()
