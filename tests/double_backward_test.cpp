@@ -9,9 +9,11 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/problem.hpp"
+#include "cpu/dispatch.hpp"
 #include "reference/reference.hpp"
 
 namespace gstest {
@@ -274,6 +276,55 @@ TEST(DoubleBackward, BitwiseIdenticalForAnyThreadCount) {
         const Results ref = run2(s, true);
         const Diff diff = compare(one.d_input.values(), ref.d_input.values());
         EXPECT_LE(diff.max_abs, tolerance(dt, diff.max_ref, bound(dt, d, mode))) << to_string(d);
+      }
+    }
+  }
+}
+
+// The interleaved driver's channel loop and its tile builders are compiled
+// per SIMD target: every target gives the same bits, on channel counts that
+// take whole vectors, narrower ones and single lanes (and blocks past 64
+// channels), every term combination (gg_dx with and without gg_dgrid's,
+// nearest's gg_dx alone), d_input wanted or not, and the three compute
+// dtypes; the first target's results also match the reference.
+TEST(DoubleBackward, EverySimdTargetGivesTheSameBits) {
+  const Dims dims[] = {{2, 2, 7, 9, 5, 6}, {1, 3, 6, 6, 4, 5}, {1, 5, 5, 7, 6, 4}, {1, 8, 6, 5, 5, 5},
+                       {1, 13, 5, 6, 4, 4}, {1, 16, 6, 6, 5, 3}, {1, 17, 4, 5, 3, 4}, {1, 70, 4, 4, 3, 3}};
+  const int64_t targets = gridsampler::cpu::available_targets();
+  uint64_t seed = 900;
+  for (const Dims& d : dims) {
+    for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+      for (Interpolation mode : kModes) {
+        const Options o{mode, seed % 2 ? Padding::kReflection : Padding::kZeros, seed % 3 == 0};
+        const Second s = make(d, dt, o, seed++);
+        for (bool with_gg_dx : {true, false}) {
+          for (bool want_input : {true, false}) {
+            const DoubleBackwardMask mask{true, want_input, true};
+            const std::string what = to_string(d) + " " + describe(o) + " " + std::string(gridsampler::to_string(dt)) +
+                                     (with_gg_dx ? " gg_dx" : "") + (want_input ? " d_input" : "");
+            std::vector<Results> got;
+            for (int64_t t = targets; t != 0; t &= t - 1) {
+              gridsampler::cpu::force_targets(t & -t);
+              got.push_back(run2(s, false, Layout::kContiguous, mask, with_gg_dx, true));
+            }
+            gridsampler::cpu::force_targets(0);
+            for (std::size_t i = 1; i < got.size(); ++i) {
+              EXPECT_EQ(got[i].d_grad.storage(), got[0].d_grad.storage()) << what << " target " << i;
+              EXPECT_EQ(got[i].d_input.storage(), got[0].d_input.storage()) << what << " target " << i;
+              EXPECT_EQ(got[i].d_grid.storage(), got[0].d_grid.storage()) << what << " target " << i;
+            }
+            const Results ref = run2(s, true, Layout::kContiguous, mask, with_gg_dx, true);
+            for (auto [g, r, name] : {std::tuple{&got[0].d_grad, &ref.d_grad, "d_grad"},
+                                      std::tuple{&got[0].d_grid, &ref.d_grid, "d_grid"}}) {
+              const Diff diff = compare(g->values(), r->values());
+              EXPECT_LE(diff.max_abs, tolerance(dt, diff.max_ref, bound(dt, d, mode))) << what << " " << name;
+            }
+            if (want_input) {
+              const Diff diff = compare(got[0].d_input.values(), ref.d_input.values());
+              EXPECT_LE(diff.max_abs, tolerance(dt, diff.max_ref, bound(dt, d, mode))) << what << " d_input";
+            }
+          }
+        }
       }
     }
   }

@@ -51,6 +51,13 @@ int64_t current_target() {
   const int64_t targets = available_targets();
   return targets & -targets;  // the lowest bit is the best target
 }
+bool vector_target() {
+  const int64_t target = current_target();
+#ifdef HWY_EMU128
+  if (target == HWY_EMU128) return false;
+#endif
+  return target != HWY_SCALAR;
+}
 void force_targets(int64_t targets) { hwy::SetSupportedTargetsForTest(targets); }
 const char* target_name(int64_t target) { return hwy::TargetName(target); }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "cpu/double_backward.hpp"
 #include "cpu/plan.hpp"
 #include "gridsampler/gridsampler.hpp"
 
@@ -37,6 +38,9 @@ struct KernelTable {
   FusedBackwardFn fused_backward[3][2] = {};
   FusedForwardFn fused_forward_3d[3][2] = {};
   FusedBackwardFn fused_backward_3d[3][2] = {};
+  // The double backward's channel loop by grid components (images,
+  // volumes), SecondOrderTerms and whether d_input is scattered.
+  SecondOrderFn second_order[2][3][2] = {};
 };
 
 // The table of `dtype` for the SIMD target in use.
@@ -53,6 +57,9 @@ inline BuildTileFn builder(const KernelTable& table, const Options& o, TapForm f
 // undo). Plans made after force_targets() use the new choice.
 int64_t available_targets();
 int64_t current_target();
+// Whether the target in use has vectors (not Highway's one-lane fallback,
+// where the builders make every tap with the scalar stencil).
+bool vector_target();
 void force_targets(int64_t targets);
 const char* target_name(int64_t target);
 

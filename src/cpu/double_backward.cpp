@@ -17,11 +17,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 #include "core/coords.hpp"
 #include "core/dtype.hpp"
 #include "core/threads.hpp"
+#include "cpu/dispatch.hpp"
 #include "cpu/stencil.hpp"
 
 namespace gridsampler::cpu {
@@ -32,14 +34,19 @@ using detail::Problem;
 // Splits (fixed, shape-only): at least kMinTasks tasks where the problem is
 // big enough, pixel chunks of at least kMinChunkPixels, and pixel-chunk
 // accumulators of at most kMaxPartialBytes.
+// (The double backward's own values, apart from the first order's in
+// cpu/tuning.hpp.)
+namespace split {
 constexpr int64_t kMinTasks = 16;
 constexpr int64_t kMinChunkPixels = 2048;
 constexpr uint64_t kMaxPartialBytes = uint64_t{64} << 20;
 // Interleaved tasks hold at most kMaxBlock channels (their per-channel sums
 // live on the stack), and their copies and accumulators at most
 // kMaxInterleavedBytes in all; beyond that, planes.
-constexpr int64_t kMaxBlock = 64;
+constexpr int64_t kMaxBlock = kSecondOrderMaxBlock;
 constexpr uint64_t kMaxInterleavedBytes = uint64_t{512} << 20;
+}  // namespace split
+using split::kMaxBlock;
 constexpr uint64_t kSaturated = UINT64_MAX;
 
 uint64_t mul(uint64_t a, uint64_t b) {
@@ -292,6 +299,72 @@ template <class S, Interpolation M, Padding P, bool kAlign, int G>
   return ps;
 }
 
+// One pixel's taps as the interleaved driver reads them, from the scalar
+// stencil or from a tile of the first-order vector builders (whose taps,
+// weights and derivatives are the scalar stencil's bits): validity, dense
+// [z][y][x] index, weight, its derivatives and the multipliers, with the
+// curvature and gg_dgrid in pixel units.
+template <class T, int K, int G>
+struct PixelTaps {
+  bool valid[K];
+  int64_t dense[K];
+  T w[K];
+  T dw[G][K];
+  T mult[G];
+  Curvature<T, K, G> cv;
+  T pg[G] = {};
+};
+
+template <class S, Interpolation M, Padding P, bool kAlign, int G>
+[[gnu::always_inline]] inline void taps_from_stencil(const Problem& p, const InView<G>& grid,
+                                                     const InView<G>& gg_dgrid, bool use_v, int64_t n,
+                                                     const Pixel<G>& px, PixelTaps<compute_t<S>, kTapsG<M, G>, G>* pt) {
+  const auto ps = pixel_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px);
+  for (int k = 0; k < kTapsG<M, G>; ++k) {
+    pt->valid[k] = ps.st.valid[k];
+    pt->dense[k] = dense_offset(ps.st, k, p);
+    pt->w[k] = ps.st.w[k];
+    for (int a = 0; a < G; ++a) pt->dw[a][k] = dw(ps.st, a, k);
+  }
+  for (int a = 0; a < G; ++a) {
+    pt->mult[a] = mult(ps.st, a);
+    pt->pg[a] = ps.pg[a];
+  }
+  pt->cv = ps.cv;
+}
+
+// Pixel i of a flat-form tile (images): an invalid tap is the one whose
+// index is `plane`.
+template <class S, Interpolation M, Padding P, bool kAlign>
+[[gnu::always_inline]] inline void taps_from_tile(const Problem& p, const InView<2>& grid, const InView<2>& gg_dgrid,
+                                                  bool use_v, int64_t n, const Pixel<2>& px,
+                                                  const Tile<compute_t<S>, kTaps<M>>& t, int i,
+                                                  PixelTaps<compute_t<S>, kTaps<M>, 2>* pt) {
+  using T = compute_t<S>;
+  const int64_t plane = p.in_h * p.in_w;
+  for (int k = 0; k < kTaps<M>; ++k) {
+    pt->valid[k] = t.acc[k][i] != plane;
+    pt->dense[k] = t.acc[k][i];
+    pt->w[k] = t.w[k][i];
+    pt->dw[0][k] = t.dw[0][k][i];
+    pt->dw[1][k] = t.dw[1][k][i];
+  }
+  pt->mult[0] = t.mult[0][i];
+  pt->mult[1] = t.mult[1][i];
+  if constexpr (M == Interpolation::kBicubic) {
+    const S* g2 = grid_elem<S>(grid, n, px);
+    const T g[2] = {load(g2[0]), load(g2[grid.strides[3]])};
+    const int64_t size[3] = {p.in_d, p.in_h, p.in_w};
+    build_curvature<M, P, kAlign>(g, size, &pt->cv);
+  } else {
+    build_curvature<M, P, kAlign>(static_cast<const T*>(nullptr), nullptr, &pt->cv);
+  }
+  if (use_v) {
+    const S* gg = grid_elem<S>(gg_dgrid, n, px);
+    for (int a = 0; a < 2; ++a) pt->pg[a] = load(gg[a * gg_dgrid.strides[3]]) * pt->mult[a];
+  }
+}
+
 // A pixel's d_grid from one task: stored, or with several channel blocks
 // kept as the block's partial sum.
 template <class S, int G, class T>
@@ -510,7 +583,18 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
       }
     }
 
-    T sink[kMaxBlock];  // d_input's row when it is not wanted
+    SecondOrderTaps<T> taps;
+    T Gc[kMaxBlock], dg[kMaxBlock], tv[G * kMaxBlock];
+    // Images: each thread's tile of stencils from the first-order vector
+    // builder (flat form), built for kTile pixels at a time.
+    std::unique_ptr<Tile<T, K>> tile;
+    TileSource src;
+    if constexpr (G == 2) {
+      if (plan.build != nullptr) {
+        tile = std::make_unique<Tile<T, K>>();
+        src = tile_source(p, grid, grad.strides, input.strides, /*derivatives=*/true, /*wide_indices=*/true);
+      }
+    }
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
       const int64_t nb = task / chunks, part = task % chunks;
@@ -523,55 +607,44 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
       if (scatter) std::fill_n(A, slab, T(0));
       for (int64_t q = q0; q < q1; ++q) {
         const Pixel<G> px = pixel_at<G>(p, q);
-        const PixelStencil<T, K, G> ps = pixel_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px);
-        const StencilG<T, K, G>& st = ps.st;
-        const Curvature<T, K, G>& cv = ps.cv;
-        const T* pg = ps.pg;
-        T Gc[kMaxBlock], dg[kMaxBlock], tv[G][kMaxBlock];
-        for (int64_t c = 0; c < nc; ++c) {
-          Gc[c] = load(*elem<S>(grad, n, c0 + c, px));
-          dg[c] = T(0);
-          for (int a = 0; a < G; ++a) tv[a][c] = T(0);
+        PixelTaps<T, K, G> pt;
+        if constexpr (G == 2) {
+          if (tile) {
+            const int64_t i = (q - q0) % kTile;
+            if (i == 0) plan.build(src, n, q, std::min<int64_t>(kTile, q1 - q), tile.get());
+            taps_from_tile<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px, *tile, static_cast<int>(i), &pt);
+          } else {
+            taps_from_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px, &pt);
+          }
+        } else {
+          taps_from_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px, &pt);
         }
+        const Curvature<T, K, G>& cv = pt.cv;
+        const T* pg = pt.pg;
+        for (int64_t c = 0; c < nc; ++c) Gc[c] = load(*elem<S>(grad, n, c0 + c, px));
+        // The valid taps' scalars, for the channel loop (second_order-inl.h).
+        taps.count = 0;
         for (int k = 0; k < K; ++k) {
-          if (!st.valid[k]) continue;
-          const int64_t off = dense_offset(st, k, p) * cb;
-          const T wk = st.w[k];
-          T ad[G];
-          for (int a = 0; a < G; ++a) ad[a] = dw(st, a, k);
+          if (!pt.valid[k]) continue;
+          const int j = taps.count++;
+          taps.off[j] = pt.dense[k] * cb;
+          taps.w[j] = pt.w[k];
+          for (int a = 0; a < G; ++a) taps.dw[a][j] = pt.dw[a][k];
           if (use_v) {
-            T v = pg[0] * ad[0];
-            for (int a = 1; a < G; ++a) v += pg[a] * ad[a];
-            T sv[G];
+            T v = pg[0] * pt.dw[0][k];
+            for (int a = 1; a < G; ++a) v += pg[a] * pt.dw[a][k];
+            taps.v[j] = v;
             for (int b = 0; b < G; ++b) {
-              sv[b] = pg[0] * cv.h[pair_index<G>(0, b)][k];
-              for (int a = 1; a < G; ++a) sv[b] += pg[a] * cv.h[pair_index<G>(a, b)][k];
-            }
-            const T* xr = X + off;
-            T* ar = scatter ? A + off : sink;
-            if (use_e) {
-              const T* er = E + off;
-              for (int64_t c = 0; c < nc; ++c) {
-                dg[c] += wk * er[c] + v * xr[c];
-                ar[c] += v * Gc[c];
-                for (int a = 0; a < G; ++a) tv[a][c] += Gc[c] * (er[c] * ad[a] + xr[c] * sv[a]);
-              }
-            } else {
-              for (int64_t c = 0; c < nc; ++c) {
-                dg[c] += v * xr[c];
-                ar[c] += v * Gc[c];
-                for (int a = 0; a < G; ++a) tv[a][c] += Gc[c] * (xr[c] * sv[a]);
-              }
-            }
-          } else if (use_e) {
-            const T* er = E + off;
-            for (int64_t c = 0; c < nc; ++c) {
-              dg[c] += wk * er[c];
-              if constexpr (kSmooth) {
-                for (int a = 0; a < G; ++a) tv[a][c] += Gc[c] * (er[c] * ad[a]);
-              }
+              T sv = pg[0] * cv.h[pair_index<G>(0, b)][k];
+              for (int a = 1; a < G; ++a) sv += pg[a] * cv.h[pair_index<G>(a, b)][k];
+              taps.sv[b][j] = sv;
             }
           }
+        }
+        if (plan.channels != nullptr) {
+          plan.channels(&taps, X, E, A, Gc, nc, dg, tv);
+        } else {
+          std::fill_n(dg, nc, T(0));  // no terms (nearest without gg_dx)
         }
         if (mask.grad) {
           for (int64_t c = 0; c < nc; ++c) *elem<S>(d_grad, n, c0 + c, px) = store<S>(dg[c]);
@@ -580,11 +653,11 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
           T tg[G] = {};
           if constexpr (kSmooth) {
             for (int64_t c = 0; c < nc; ++c) {
-              for (int a = 0; a < G; ++a) tg[a] += tv[a][c];
+              for (int a = 0; a < G; ++a) tg[a] += tv[a * kMaxBlock + c];
             }
           }
           T dgrid[G];
-          for (int a = 0; a < G; ++a) dgrid[a] = mult(st, a) * tg[a];
+          for (int a = 0; a < G; ++a) dgrid[a] = pt.mult[a] * tg[a];
           store_grid<S, G>(plan, d_grid, grid_partials, n, block, q, px, dgrid);
         }
       }
@@ -684,18 +757,18 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
   // Pixel chunks first (no stencil is built twice), as many as the
   // accumulators they need allow; then channel blocks.
   int64_t chunks = 1;
-  if (p.n > 0 && p.n < kMinTasks && pixels >= 2 * kMinChunkPixels) {
-    chunks = std::min((kMinTasks + p.n - 1) / p.n, pixels / kMinChunkPixels);
+  if (p.n > 0 && p.n < split::kMinTasks && pixels >= 2 * split::kMinChunkPixels) {
+    chunks = std::min((split::kMinTasks + p.n - 1) / p.n, pixels / split::kMinChunkPixels);
     if (mask.input) {
-      const uint64_t fit = planes_bytes == 0 ? 1 : kMaxPartialBytes / planes_bytes;
+      const uint64_t fit = planes_bytes == 0 ? 1 : split::kMaxPartialBytes / planes_bytes;
       chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, static_cast<int64_t>(std::min<uint64_t>(fit, 1 << 20))));
     }
   }
   plan.pixel_chunks = chunks;
   plan.chunk_pixels = (pixels + chunks - 1) / chunks;
   int64_t blocks = 1;
-  if (p.n > 0 && p.n * chunks < kMinTasks && p.c > 1 && pixels > 0) {
-    blocks = std::min(p.c, (kMinTasks + p.n * chunks - 1) / (p.n * chunks));
+  if (p.n > 0 && p.n * chunks < split::kMinTasks && p.c > 1 && pixels > 0) {
+    blocks = std::min(p.c, (split::kMinTasks + p.n * chunks - 1) / (p.n * chunks));
   }
   plan.channel_block = std::max<int64_t>(1, (p.c + blocks - 1) / blocks);
   plan.channel_blocks = std::max<int64_t>(1, (p.c + plan.channel_block - 1) / plan.channel_block);
@@ -713,23 +786,38 @@ DoubleBackwardPlan plan_double_backward(const Problem& p, DoubleBackwardMask mas
   uint64_t copy_bytes = 0, i_bytes = kSaturated;
   if (p.c >= 2 && p.n > 0 && pixels > 0) {
     i_blocks = std::max((p.c + kMaxBlock - 1) / kMaxBlock,
-                        std::min((kMinTasks / 2 + p.n - 1) / p.n, std::max<int64_t>(1, p.c / 32)));
+                        std::min((split::kMinTasks / 2 + p.n - 1) / p.n, std::max<int64_t>(1, p.c / 32)));
     i_block = (p.c + i_blocks - 1) / i_blocks;
     i_blocks = (p.c + i_block - 1) / i_block;
     copy_bytes = mul(mul(mul(static_cast<uint64_t>(p.n), static_cast<uint64_t>(i_blocks)),
                          mul(plane, static_cast<uint64_t>(i_block))),
                      elem);
-    if (p.n * i_blocks < kMinTasks / 2 && pixels >= 2 * kMinChunkPixels) {
-      i_chunks = std::min((kMinTasks / 2 + p.n * i_blocks - 1) / (p.n * i_blocks), pixels / kMinChunkPixels);
+    if (p.n * i_blocks < split::kMinTasks / 2 && pixels >= 2 * split::kMinChunkPixels) {
+      i_chunks = std::min((split::kMinTasks / 2 + p.n * i_blocks - 1) / (p.n * i_blocks), pixels / split::kMinChunkPixels);
       if (scatter) {
-        const uint64_t fit = copy_bytes == 0 ? 1 : kMaxPartialBytes / copy_bytes;
+        const uint64_t fit = copy_bytes == 0 ? 1 : split::kMaxPartialBytes / copy_bytes;
         i_chunks = std::clamp<int64_t>(static_cast<int64_t>(std::min<uint64_t>(fit, 1 << 20)), 1, i_chunks);
       }
     }
     i_bytes = mul(copy_bytes, (need_values ? 1 : 0) + (has_gg_dx ? 1 : 0) +
                                   (scatter ? static_cast<uint64_t>(i_chunks) : 0));
   }
-  plan.interleaved = i_bytes <= kMaxInterleavedBytes;
+  plan.interleaved = i_bytes <= split::kMaxInterleavedBytes;
+  // Images' interleaved tasks take their stencils from the first-order
+  // vector builders (flat indices: the copies are dense planes), where the
+  // target has vectors (the one-lane target's builders make each tap with
+  // the scalar stencil and copy it: slower than the stencil alone).
+  // The channel loop for the terms present (none: nearest without gg_dx).
+  if (plan.interleaved) {
+    const KernelTable table = kernels(p.dtype);
+    if (!p.volume && vector_target()) plan.build = builder(table, p.options, TapForm::kFlat);
+    if (has_gg_dx || smooth) {
+      const SecondOrderTerms terms = !smooth      ? SecondOrderTerms::kGgDx
+                                     : has_gg_dx ? SecondOrderTerms::kBoth
+                                                 : SecondOrderTerms::kGgDgrid;
+      plan.channels = table.second_order[p.volume ? 1 : 0][static_cast<int>(terms)][scatter ? 1 : 0];
+    }
+  }
   uint64_t bytes = 64;  // slack to align the start
   if (plan.interleaved) {
     chunks = i_chunks;

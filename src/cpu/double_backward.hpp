@@ -16,9 +16,34 @@
 #include <cstdint>
 
 #include "core/validate.hpp"
+#include "cpu/tile.hpp"
 #include "gridsampler/gridsampler.hpp"
 
 namespace gridsampler::cpu {
+
+// The interleaved driver's channel loop, compiled per SIMD target
+// (second_order-inl.h, through the kernel table): one output pixel's valid
+// taps, with the scalars the driver prepares per tap, applied to a block of
+// nc <= kSecondOrderMaxBlock channels.
+constexpr int kSecondOrderMaxBlock = 64;
+constexpr int kSecondOrderMaxTaps = 64;  // tricubic
+template <class T>
+struct SecondOrderTaps {
+  int count = 0;                       // valid taps
+  int64_t off[kSecondOrderMaxTaps];    // element offset in the copies: dense index * channel_block
+  T w[kSecondOrderMaxTaps];            // weight (gg_dx's terms)
+  T v[kSecondOrderMaxTaps];            // gg_dgrid . dw: d_grad's and d_input's weight
+  T dw[3][kSecondOrderMaxTaps];        // d w / d coordinate a
+  T sv[3][kSecondOrderMaxTaps];        // sum over b of gg_dgrid_b * d2 w / (d b d a)
+};
+// Which incoming gradients a call has (gg_dgrid's terms need a smooth mode).
+enum class SecondOrderTerms : int { kBoth = 0, kGgDgrid = 1, kGgDx = 2 };
+// (taps: SecondOrderTaps<T>; X, E: the block's input and gg_dx copies at the
+// pixel's tap offsets; A: d_input's accumulators; Gc: grad per channel; dg:
+// d_grad per channel, written; tv: [G][kSecondOrderMaxBlock] d_grid's terms
+// per channel, written)
+using SecondOrderFn = void (*)(const void* taps, const void* X, const void* E, void* A, const void* Gc, int64_t nc,
+                               void* dg, void* tv);
 
 struct DoubleBackwardPlan {
   detail::Problem problem;
@@ -42,6 +67,11 @@ struct DoubleBackwardPlan {
   std::size_t input_partials = 0;  // workspace byte offsets
   std::size_t grid_partials = 0;   // per (n, channel block, pixel) d_grid sums, when blocks > 1
   std::size_t workspace_bytes = 0;
+  // Images, interleaved: the stencils' builder (flat form) for the SIMD
+  // target in use; null where the scalar stencil serves (volumes, planes).
+  BuildTileFn build = nullptr;
+  // Interleaved: the channel loop for this call's terms and d_input.
+  SecondOrderFn channels = nullptr;
 };
 
 // For calls with gg_dgrid: without it the entry points (src/api.cpp) make

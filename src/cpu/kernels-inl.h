@@ -14,6 +14,7 @@
 #include "cpu/fused-inl.h"
 #include "cpu/forward-inl.h"
 #include "cpu/backward-inl.h"
+#include "cpu/second_order-inl.h"
 
 #if defined(GRIDSAMPLER_CPU_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GRIDSAMPLER_CPU_KERNELS_INL_H_
@@ -58,6 +59,7 @@ void fill_table(KernelTable* table) {
   fill_mode<S, Interpolation::kNearest>(table);
   fill_mode<S, Interpolation::kBicubic>(table);
   fill_fused<S>(table);
+  fill_second_order<S>(table);
 }
 
 }  // namespace HWY_NAMESPACE
