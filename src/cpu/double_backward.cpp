@@ -584,7 +584,12 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
     }
 
     SecondOrderTaps<T> taps;
-    T Gc[kMaxBlock], dg[kMaxBlock], tv[G * kMaxBlock];
+    T tv[G * kMaxBlock];
+    // A tile's grad and d_grad, [pixel][channel], and where each pixel is in
+    // their planes.
+    auto grad_rows = std::make_unique<T[]>(kTile * kMaxBlock);
+    auto d_grad_rows = std::make_unique<T[]>(kTile * kMaxBlock);
+    std::ptrdiff_t grad_at[kTile], d_grad_at[kTile];
     // Images: each thread's tile of stencils from the first-order vector
     // builder (flat form), built for kTile pixels at a time.
     std::unique_ptr<Tile<T, K>> tile;
@@ -605,60 +610,81 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
       const T* E = gg_values + nb * slab;
       T* A = scatter ? partials + task * slab : nullptr;
       if (scatter) std::fill_n(A, slab, T(0));
-      for (int64_t q = q0; q < q1; ++q) {
-        const Pixel<G> px = pixel_at<G>(p, q);
-        PixelTaps<T, K, G> pt;
+      for (int64_t qt = q0; qt < q1; qt += kTile) {
+        const int count = static_cast<int>(std::min<int64_t>(kTile, q1 - qt));
         if constexpr (G == 2) {
-          if (tile) {
-            const int64_t i = (q - q0) % kTile;
-            if (i == 0) plan.build(src, n, q, std::min<int64_t>(kTile, q1 - q), tile.get());
-            taps_from_tile<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px, *tile, static_cast<int>(i), &pt);
+          if (tile) plan.build(src, n, qt, count, tile.get());
+        }
+        // The tile's grad, channel-minor, read along the planes' rows: one
+        // element per plane and pixel would touch a cache line per channel,
+        // and planes a power of two apart share cache sets.
+        for (int i = 0; i < count; ++i) {
+          const Pixel<G> px = pixel_at<G>(p, qt + i);
+          grad_at[i] = elem<S>(grad, n, 0, px) - plane_at<S>(grad, n, 0);
+          if (mask.grad) d_grad_at[i] = elem<S>(d_grad, n, 0, px) - plane_at<S>(d_grad, n, 0);
+        }
+        for (int64_t c = 0; c < nc; ++c) {
+          const S* gp = plane_at<S>(grad, n, c0 + c);
+          for (int i = 0; i < count; ++i) grad_rows[i * kMaxBlock + c] = load(gp[grad_at[i]]);
+        }
+        for (int i = 0; i < count; ++i) {
+          const int64_t q = qt + i;
+          const Pixel<G> px = pixel_at<G>(p, q);
+          PixelTaps<T, K, G> pt;
+          if constexpr (G == 2) {
+            if (tile) {
+              taps_from_tile<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px, *tile, i, &pt);
+            } else {
+              taps_from_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px, &pt);
+            }
           } else {
             taps_from_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px, &pt);
           }
-        } else {
-          taps_from_stencil<S, M, P, kAlign>(p, grid, gg_dgrid, use_v, n, px, &pt);
-        }
-        const Curvature<T, K, G>& cv = pt.cv;
-        const T* pg = pt.pg;
-        for (int64_t c = 0; c < nc; ++c) Gc[c] = load(*elem<S>(grad, n, c0 + c, px));
-        // The valid taps' scalars, for the channel loop (second_order-inl.h).
-        taps.count = 0;
-        for (int k = 0; k < K; ++k) {
-          if (!pt.valid[k]) continue;
-          const int j = taps.count++;
-          taps.off[j] = pt.dense[k] * cb;
-          taps.w[j] = pt.w[k];
-          for (int a = 0; a < G; ++a) taps.dw[a][j] = pt.dw[a][k];
-          if (use_v) {
-            T v = pg[0] * pt.dw[0][k];
-            for (int a = 1; a < G; ++a) v += pg[a] * pt.dw[a][k];
-            taps.v[j] = v;
-            for (int b = 0; b < G; ++b) {
-              T sv = pg[0] * cv.h[pair_index<G>(0, b)][k];
-              for (int a = 1; a < G; ++a) sv += pg[a] * cv.h[pair_index<G>(a, b)][k];
-              taps.sv[b][j] = sv;
+          const Curvature<T, K, G>& cv = pt.cv;
+          const T* pg = pt.pg;
+          // The valid taps' scalars, for the channel loop (second_order-inl.h).
+          taps.count = 0;
+          for (int k = 0; k < K; ++k) {
+            if (!pt.valid[k]) continue;
+            const int j = taps.count++;
+            taps.off[j] = pt.dense[k] * cb;
+            taps.w[j] = pt.w[k];
+            for (int a = 0; a < G; ++a) taps.dw[a][j] = pt.dw[a][k];
+            if (use_v) {
+              T v = pg[0] * pt.dw[0][k];
+              for (int a = 1; a < G; ++a) v += pg[a] * pt.dw[a][k];
+              taps.v[j] = v;
+              for (int b = 0; b < G; ++b) {
+                T sv = pg[0] * cv.h[pair_index<G>(0, b)][k];
+                for (int a = 1; a < G; ++a) sv += pg[a] * cv.h[pair_index<G>(a, b)][k];
+                taps.sv[b][j] = sv;
+              }
             }
           }
-        }
-        if (plan.channels != nullptr) {
-          plan.channels(&taps, X, E, A, Gc, nc, dg, tv);
-        } else {
-          std::fill_n(dg, nc, T(0));  // no terms (nearest without gg_dx)
+          const T* Gc = grad_rows.get() + i * kMaxBlock;
+          T* dg = d_grad_rows.get() + i * kMaxBlock;
+          if (plan.channels != nullptr) {
+            plan.channels(&taps, X, E, A, Gc, nc, dg, tv);
+          } else {
+            std::fill_n(dg, nc, T(0));  // no terms (nearest without gg_dx)
+          }
+          if (mask.grid) {
+            T tg[G] = {};
+            if constexpr (kSmooth) {
+              for (int64_t c = 0; c < nc; ++c) {
+                for (int a = 0; a < G; ++a) tg[a] += tv[a * kMaxBlock + c];
+              }
+            }
+            T dgrid[G];
+            for (int a = 0; a < G; ++a) dgrid[a] = pt.mult[a] * tg[a];
+            store_grid<S, G>(plan, d_grid, grid_partials, n, block, q, px, dgrid);
+          }
         }
         if (mask.grad) {
-          for (int64_t c = 0; c < nc; ++c) *elem<S>(d_grad, n, c0 + c, px) = store<S>(dg[c]);
-        }
-        if (mask.grid) {
-          T tg[G] = {};
-          if constexpr (kSmooth) {
-            for (int64_t c = 0; c < nc; ++c) {
-              for (int a = 0; a < G; ++a) tg[a] += tv[a * kMaxBlock + c];
-            }
+          for (int64_t c = 0; c < nc; ++c) {
+            S* dp = plane_at<S>(d_grad, n, c0 + c);
+            for (int i = 0; i < count; ++i) dp[d_grad_at[i]] = store<S>(d_grad_rows[i * kMaxBlock + c]);
           }
-          T dgrid[G];
-          for (int a = 0; a < G; ++a) dgrid[a] = pt.mult[a] * tg[a];
-          store_grid<S, G>(plan, d_grid, grid_partials, n, block, q, px, dgrid);
         }
       }
     }
@@ -672,19 +698,21 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
         const int64_t nb = task / rows, r = task % rows;
         const int64_t sp[3] = {r / p.in_h, r % p.in_h, 0};
         const int64_t n = nb / blocks, c0 = (nb % blocks) * cb, nc = std::min(p.c, c0 + cb) - c0;
-        T sum[kMaxBlock];
-        for (int64_t x = 0; x < p.in_w; ++x) {
-          if (scatter) {
-            const T* a = partials + nb * chunks * slab + (r * p.in_w + x) * cb;
-            for (int64_t c = 0; c < nc; ++c) sum[c] = a[c];
-            for (int64_t part = 1; part < chunks; ++part) {
-              for (int64_t c = 0; c < nc; ++c) sum[c] += a[part * slab + c];
+        // Channel by channel, along d_input's rows (the copies' rows of
+        // lanes stay in cache across the channels).
+        const T* first = scatter ? partials + nb * chunks * slab + r * p.in_w * cb : nullptr;
+        S* row = elem<S>(d_input, n, c0, G == 3 ? sp : sp + 1);
+        for (int64_t c = 0; c < nc; ++c) {
+          S* out = row + c * d_input.strides[1];
+          for (int64_t x = 0; x < p.in_w; ++x) {
+            T sum = T(0);
+            if (scatter) {
+              const T* a = first + x * cb + c;
+              sum = a[0];
+              for (int64_t part = 1; part < chunks; ++part) sum += a[part * slab];
             }
-          } else {
-            std::fill_n(sum, nc, T(0));
+            out[x * d_input.strides[G + 1]] = store<S>(sum);
           }
-          S* row = elem<S>(d_input, n, c0, G == 3 ? sp : sp + 1);
-          for (int64_t c = 0; c < nc; ++c) row[c * d_input.strides[1] + x * d_input.strides[G + 1]] = store<S>(sum[c]);
         }
       }
     }
