@@ -606,8 +606,9 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
       const int64_t n = nb / blocks, block = nb % blocks;
       const int64_t c0 = block * cb, c1 = std::min(p.c, c0 + cb), nc = c1 - c0;
       const int64_t q0 = part * chunk, q1 = std::min(pixels, q0 + chunk);
-      const T* X = values + nb * slab;
-      const T* E = gg_values + nb * slab;
+      // (only the copies that exist: without them the workspace may be null)
+      const T* X = use_v ? values + nb * slab : nullptr;
+      const T* E = use_e ? gg_values + nb * slab : nullptr;
       T* A = scatter ? partials + task * slab : nullptr;
       if (scatter) std::fill_n(A, slab, T(0));
       for (int64_t qt = q0; qt < q1; qt += kTile) {

@@ -94,8 +94,8 @@ void second_order_channels(const void* taps, const void* X, const void* E, void*
     for (int a = 0; a < G; ++a) tl[a][c] = T(0);
   }
   for (int k = 0; k < t.count; ++k) {
-    const T* xr = x + t.off[k];
-    const T* er = e + t.off[k];
+    const T* xr = kV ? x + t.off[k] : nullptr;
+    const T* er = kE ? e + t.off[k] : nullptr;
     T* ar = kScatter ? acc + t.off[k] : nullptr;
     const T wk = t.w[k], v = t.v[k];
     T ad[G], sv[G];
