@@ -84,9 +84,8 @@ void second_order_channels(const void* taps, const void* X, const void* E, void*
   // One lane: plain loops, channels innermost, which the compiler vectorises
   // for the baseline instruction set (the one-lane "vectors" below would run
   // one channel at a time). The sums live in local arrays, which nothing
-  // else can alias: with the caller's pointers instead the compiler guards
-  // the vector loop with overlap checks, and they failed (measured 1.4x
-  // slower).
+  // else can alias: with the caller's pointers instead the compiler guarded
+  // its vector loop with overlap checks, and the scalar version ran.
   T gl[kSecondOrderMaxBlock], dl[kSecondOrderMaxBlock], tl[G][kSecondOrderMaxBlock];
   for (int64_t c = 0; c < nc; ++c) {
     gl[c] = g[c];
@@ -97,9 +96,9 @@ void second_order_channels(const void* taps, const void* X, const void* E, void*
     const T* xr = kV ? x + t.off[k] : nullptr;
     const T* er = kE ? e + t.off[k] : nullptr;
     T* ar = kScatter ? acc + t.off[k] : nullptr;
-    const T wk = t.w[k], v = t.v[k];
+    const T wk = t.w[k], v = kV ? t.v[k] : T(0);  // (v and sv are set only with gg_dgrid's terms)
     T ad[G], sv[G];
-    for (int a = 0; a < G; ++a) ad[a] = t.dw[a][k], sv[a] = t.sv[a][k];
+    for (int a = 0; a < G; ++a) ad[a] = t.dw[a][k], sv[a] = kV ? t.sv[a][k] : T(0);
     for (int64_t c = 0; c < nc; ++c) {
       if constexpr (kV) {
         if constexpr (kE) {
