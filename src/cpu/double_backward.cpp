@@ -275,6 +275,14 @@ struct PixelStencil {
   T pg[G] = {};
 };
 
+// gg_dgrid of one pixel in pixel units: each component times its multiplier.
+template <class S, int G, class T>
+[[gnu::always_inline]] inline void gg_dgrid_in_pixels(const InView<G>& gg_dgrid, int64_t n, const Pixel<G>& px,
+                                                      const T* mult, T* pg) {
+  const S* gg = grid_elem<S>(gg_dgrid, n, px);
+  for (int a = 0; a < G; ++a) pg[a] = load(gg[a * gg_dgrid.strides[G + 1]]) * mult[a];
+}
+
 // Inlined into the pixel loops: called once per output pixel, and a call
 // (with its returned struct) cost 10% more instructions on small problems.
 template <class S, Interpolation M, Padding P, bool kAlign, int G>
@@ -293,8 +301,9 @@ template <class S, Interpolation M, Padding P, bool kAlign, int G>
   }
   build_curvature<M, P, kAlign>(g, size, &ps.cv);
   if (use_v) {
-    const S* gg = grid_elem<S>(gg_dgrid, n, px);
-    for (int a = 0; a < G; ++a) ps.pg[a] = load(gg[a * gg_dgrid.strides[G + 1]]) * mult(ps.st, a);
+    T m[G];
+    for (int a = 0; a < G; ++a) m[a] = mult(ps.st, a);
+    gg_dgrid_in_pixels<S>(gg_dgrid, n, px, m, ps.pg);
   }
   return ps;
 }
@@ -359,10 +368,7 @@ template <class S, Interpolation M, Padding P, bool kAlign>
   } else {
     build_curvature<M, P, kAlign>(static_cast<const T*>(nullptr), nullptr, &pt->cv);
   }
-  if (use_v) {
-    const S* gg = grid_elem<S>(gg_dgrid, n, px);
-    for (int a = 0; a < 2; ++a) pt->pg[a] = load(gg[a * gg_dgrid.strides[3]]) * pt->mult[a];
-  }
+  if (use_v) gg_dgrid_in_pixels<S>(gg_dgrid, n, px, pt->mult, pt->pg);
 }
 
 // A pixel's d_grid from one task: stored, or with several channel blocks
@@ -585,10 +591,11 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
 
     SecondOrderTaps<T> taps;
     T tv[G * kMaxBlock];
-    // A tile's grad and d_grad, [pixel][channel], and where each pixel is in
-    // their planes.
+    // A tile's grad and d_grad, [pixel][channel], its pixels, and where each
+    // is in their planes.
     auto grad_rows = std::make_unique<T[]>(kTile * kMaxBlock);
     auto d_grad_rows = std::make_unique<T[]>(kTile * kMaxBlock);
+    Pixel<G> pixels_at[kTile];
     std::ptrdiff_t grad_at[kTile], d_grad_at[kTile];
     // Images: each thread's tile of stencils from the first-order vector
     // builder (flat form), built for kTile pixels at a time.
@@ -620,7 +627,7 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
         // element per plane and pixel would touch a cache line per channel,
         // and planes a power of two apart share cache sets.
         for (int i = 0; i < count; ++i) {
-          const Pixel<G> px = pixel_at<G>(p, qt + i);
+          const Pixel<G>& px = pixels_at[i] = pixel_at<G>(p, qt + i);
           grad_at[i] = elem<S>(grad, n, 0, px) - plane_at<S>(grad, n, 0);
           if (mask.grad) d_grad_at[i] = elem<S>(d_grad, n, 0, px) - plane_at<S>(d_grad, n, 0);
         }
@@ -630,7 +637,7 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
         }
         for (int i = 0; i < count; ++i) {
           const int64_t q = qt + i;
-          const Pixel<G> px = pixel_at<G>(p, q);
+          const Pixel<G>& px = pixels_at[i];
           PixelTaps<T, K, G> pt;
           if constexpr (G == 2) {
             if (tile) {

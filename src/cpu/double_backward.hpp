@@ -68,7 +68,8 @@ struct DoubleBackwardPlan {
   std::size_t grid_partials = 0;   // per (n, channel block, pixel) d_grid sums, when blocks > 1
   std::size_t workspace_bytes = 0;
   // Images, interleaved: the stencils' builder (flat form) for the SIMD
-  // target in use; null where the scalar stencil serves (volumes, planes).
+  // target in use; null where the scalar stencil serves (volumes, planes,
+  // the one-lane target).
   BuildTileFn build = nullptr;
   // Interleaved: the channel loop for this call's terms and d_input.
   SecondOrderFn channels = nullptr;

@@ -16,8 +16,9 @@
 // per-vector pieces (SourceIndexLanes, bilinear_lanes or trilinear_lanes,
 // pair_lanes), in the same order: the same bits, which tests check on every
 // target. Window reads (window_values) take the same tap values from plain
-// loads instead of gathers where the pixels sit close together. The drivers (forward-inl.h, backward-inl.h) call one per tile in
-// place of the builder and the microkernel when the plan has one (dense
+// loads instead of gathers where the pixels sit close together. The
+// drivers (forward-inl.h, backward-inl.h) call one per tile in place of the
+// builder and the microkernel when the plan has one (dense
 // float or double planes of one channel, bilinear or trilinear) and the
 // grid and the output or grad are dense; everything around the tile (tasks,
 // accumulators, dgrid stores, fixed-order sums) is the drivers' as before.
