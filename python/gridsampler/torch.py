@@ -27,6 +27,11 @@ computation is registered as ``torch.library`` custom operators with fake
                                           bool[] output_mask) -> (Tensor, Tensor)
     gridsampler::grid_sampler_3d_double_backward(...)  (as the 2-D one, on volumes)
 
+Eager calls on plain tensors skip torch.library's Python layer (they run as
+autograd Functions around the same extension calls, with the same results);
+under torch.compile, torch.export, torch.jit.trace, fake tensors and dispatch
+or function modes every call is one of these operators.
+
 The backward operators return an empty tensor (shape (0,)) for an output their
 ``output_mask`` leaves out. The backward operators' autograd formula is
 gridsampler's native double backward (images and volumes), so
@@ -253,9 +258,9 @@ def _incoming(gg: Optional[Tensor], wanted: bool) -> Optional[Tensor]:
     return gg if wanted and gg is not None and gg.numel() > 0 else None
 
 
-def _second_order(double_backward_op):
-    """The autograd formula of a backward operator: its native double backward,
-    asked only for the gradients that are needed."""
+def _second_order(rank: int):
+    """The autograd formula of a backward (operator or direct call): the native
+    double backward, asked only for the gradients that are needed."""
 
     def backward_backward(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
         grad, input, grid = ctx.saved_tensors
@@ -264,14 +269,25 @@ def _second_order(double_backward_op):
         want = _switch.second_order_wanted(ctx.needs_input_grad[:3], gg_dgrid)
         results: list = [None, None, None]
         if any(want):
-            results = list(double_backward_op(gg_dx, gg_dgrid, grad, input, grid, *ctx.options,
-                                              want))
-        return (*(r if w else None for r, w in zip(results, want)), None, None, None, None)
+            results = list(_double_backward_call(rank, gg_dx, gg_dgrid, grad, input, grid,
+                                                 *ctx.options, want))
+        return tuple(r if w else None for r, w in zip(results, want))
 
     return backward_backward
 
 
-grid_sampler_2d_backward.register_autograd(_second_order(grid_sampler_2d_double_backward),
+def _op_formula(formula, arguments: int):
+    """An operator's autograd formula from a direct call's: None for the
+    operator's trailing non-tensor arguments as well."""
+
+    def backward(ctx, *grads):
+        results = formula(ctx, *grads)
+        return (*results, *([None] * (arguments - len(results))))
+
+    return backward
+
+
+grid_sampler_2d_backward.register_autograd(_op_formula(_second_order(4), 7),
                                            setup_context=_backward_setup_context)
 
 
@@ -295,9 +311,9 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.options = (mode, padding_mode, align_corners)
 
 
-def _first_order_backward(backward_op):
-    """The autograd formula of a forward operator: its backward operator, asked
-    only for the gradients that are needed."""
+def _first_order_backward(rank: int):
+    """The autograd formula of a forward (operator or direct call): the
+    backward, asked only for the gradients that are needed."""
 
     def backward(ctx, grad: Tensor):
         input, grid = ctx.saved_tensors
@@ -305,13 +321,14 @@ def _first_order_backward(backward_op):
         dx: Optional[Tensor] = None
         dgrid: Optional[Tensor] = None
         if want_dx or want_dgrid:
-            dx, dgrid = backward_op(grad, input, grid, *ctx.options, [want_dx, want_dgrid])
-        return (dx if want_dx else None, dgrid if want_dgrid else None, None, None, None)
+            dx, dgrid = _backward_call(rank, grad, input, grid, *ctx.options,
+                                       [want_dx, want_dgrid])
+        return (dx if want_dx else None, dgrid if want_dgrid else None)
 
     return backward
 
 
-grid_sampler_2d.register_autograd(_first_order_backward(grid_sampler_2d_backward),
+grid_sampler_2d.register_autograd(_op_formula(_first_order_backward(4), 5),
                                   setup_context=_setup_context)
 
 
@@ -362,12 +379,111 @@ def _(gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor], grad: Tensor, input: 
 
 grid_sampler_3d_double_backward.register_autograd(_third_order, setup_context=_no_setup)
 
-grid_sampler_3d_backward.register_autograd(_second_order(grid_sampler_3d_double_backward),
+grid_sampler_3d_backward.register_autograd(_op_formula(_second_order(5), 7),
                                            setup_context=_backward_setup_context)
 
 
-grid_sampler_3d.register_autograd(_first_order_backward(grid_sampler_3d_backward),
+grid_sampler_3d.register_autograd(_op_formula(_first_order_backward(5), 5),
                                   setup_context=_setup_context)
+
+
+# Direct calls. An eager call on plain CPU tensors runs as torch.autograd.Functions
+# around the same operator bodies (the same extension calls, so the same bits),
+# because torch.library's Python layer (schema handling, the custom operator's
+# autograd wrapper) costs several times a small call's work: a second-order
+# step makes three such calls. Everything else goes through the operators,
+# which torch.compile, torch.export, fake tensors, torch.jit.trace and dispatch
+# or function modes must see as one operator each. The choice is made per
+# call, backward and double backward included, so a mode that is active only
+# during the backward sees the backward operators.
+
+_direct_calls = True  # tests set it False to run everything through the operators
+_PLAIN = (Tensor, torch.nn.Parameter)  # a Parameter has no __torch_function__ of its own
+
+
+def _direct(*tensors: Optional[Tensor]) -> bool:
+    """Whether a call on these tensors can bypass the operators."""
+    if not _direct_calls or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return False
+    if any(t is not None and type(t) not in _PLAIN for t in tensors):
+        return False  # subclasses: fake tensors, user subclasses
+    return torch._C._len_torch_dispatch_stack() == 0 and torch._C._len_torch_function_stack() == 0
+
+
+class _Sample(torch.autograd.Function):
+    """grid_sampler_2d/3d as a direct call."""
+
+    @staticmethod
+    def forward(ctx, input, grid, mode, padding_mode, align_corners, rank):
+        out = _forward(rank, input, grid, mode, padding_mode, align_corners)
+        _setup_context(ctx, (input, grid, mode, padding_mode, align_corners), out)
+        ctx.rank = rank
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (*_first_order_backward(ctx.rank)(ctx, grad), None, None, None, None)
+
+
+class _SampleBackward(torch.autograd.Function):
+    """grid_sampler_2d/3d_backward as a direct call."""
+
+    @staticmethod
+    def forward(ctx, grad, input, grid, mode, padding_mode, align_corners, output_mask, rank):
+        out = _backward_impl(rank, grad, input, grid, mode, padding_mode, align_corners,
+                             output_mask)
+        _backward_setup_context(
+            ctx, (grad, input, grid, mode, padding_mode, align_corners, output_mask), out)
+        ctx.rank = rank
+        return out
+
+    @staticmethod
+    def backward(ctx, gg_dx, gg_dgrid):
+        return (*_second_order(ctx.rank)(ctx, gg_dx, gg_dgrid), None, None, None, None, None)
+
+
+class _SampleDoubleBackward(torch.autograd.Function):
+    """grid_sampler_2d/3d_double_backward as a direct call."""
+
+    @staticmethod
+    def forward(ctx, gg_dx, gg_dgrid, grad, input, grid, mode, padding_mode, align_corners,
+                output_mask, rank):
+        return _double_backward_impl(rank, gg_dx, gg_dgrid, grad, input, grid, mode,
+                                     padding_mode, align_corners, output_mask)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _third_order(ctx, *grads)
+
+
+def _sample_call(rank: int, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+                 align_corners: bool) -> Tensor:
+    if _direct(input, grid):
+        return _Sample.apply(input, grid, mode, padding_mode, align_corners, rank)
+    op = grid_sampler_2d if rank == 4 else grid_sampler_3d
+    return op(input, grid, mode, padding_mode, align_corners)
+
+
+def _backward_call(rank: int, grad: Tensor, input: Tensor, grid: Tensor, mode: str,
+                   padding_mode: str, align_corners: bool,
+                   output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
+    if _direct(grad, input, grid):
+        return _SampleBackward.apply(grad, input, grid, mode, padding_mode, align_corners,
+                                     list(output_mask), rank)
+    op = grid_sampler_2d_backward if rank == 4 else grid_sampler_3d_backward
+    return op(grad, input, grid, mode, padding_mode, align_corners, list(output_mask))
+
+
+def _double_backward_call(rank: int, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor],
+                          grad: Tensor, input: Tensor, grid: Tensor, mode: str,
+                          padding_mode: str, align_corners: bool,
+                          output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor, Tensor]:
+    if _direct(gg_dx, gg_dgrid, grad, input, grid):
+        return _SampleDoubleBackward.apply(gg_dx, gg_dgrid, grad, input, grid, mode,
+                                           padding_mode, align_corners, list(output_mask), rank)
+    op = grid_sampler_2d_double_backward if rank == 4 else grid_sampler_3d_double_backward
+    return op(gg_dx, gg_dgrid, grad, input, grid, mode, padding_mode, align_corners,
+              list(output_mask))
 
 
 def _autocast_enabled() -> bool:
@@ -422,5 +538,4 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
             "since 1.3.0. Please specify align_corners=True if the old behavior is desired. "
             "See the documentation of grid_sample for details.")
         align_corners = False
-    op = grid_sampler_2d if rank == 4 else grid_sampler_3d
-    return op(input, grid, mode, padding_mode, bool(align_corners))
+    return _sample_call(rank, input, grid, mode, padding_mode, bool(align_corners))

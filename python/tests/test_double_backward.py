@@ -3,6 +3,7 @@ drop-in's autograd (create_graph=True), gradgradcheck, the NumPy-level
 function, 16-bit dtypes against float64, layouts and thread counts, and the
 third order's error."""
 
+import io
 import itertools
 
 import numpy as np
@@ -223,3 +224,103 @@ def test_eikonal_example_trains_like_pytorch():
     assert ours[-1] < ours[0]
     np.testing.assert_allclose(ours, theirs, rtol=1e-5)
     assert (planes_ours - planes_theirs).abs().max().item() < 1e-5
+
+
+def _path_of(out):
+    """Which path made `out`: the direct autograd.Functions or the operators."""
+    name = out.grad_fn.name()
+    if name.startswith("_Sample"):
+        return "direct"
+    assert "gridsampler" in name, name
+    return "operator"
+
+
+@pytest.mark.parametrize("rank", [4, 5])
+@pytest.mark.parametrize("mode,pad,align", [("bilinear", "reflection", False),
+                                            ("bicubic", "zeros", True),
+                                            ("nearest", "border", False)])
+def test_direct_calls_and_operators_give_the_same_bits(monkeypatch, rank, mode, pad, align):
+    """Eager calls on plain tensors skip torch.library's layer (direct
+    autograd.Functions); the operators' path must give the same bits through
+    the forward, the backward and the double backward (a loss on dx and dgrid,
+    so every output of every level is used)."""
+    if rank == 5 and mode == "bicubic":
+        pytest.skip("PyTorch has no tricubic")
+    gen = torch.Generator().manual_seed(11)
+    spatial = (5, 6, 7)[3 - (rank - 2):]
+    x0 = torch.randn(2, 3, *spatial, generator=gen, dtype=torch.float64)
+    g0 = torch.rand(2, *spatial[::-1][:rank - 2], rank - 2, generator=gen, dtype=torch.float64) * 2.2 - 1.1
+    results = {}
+    for direct in (True, False):
+        monkeypatch.setattr(gst, "_direct_calls", direct)
+        x, g = x0.clone().requires_grad_(), g0.clone().requires_grad_()
+        out = gst.grid_sample(x, g, mode=mode, padding_mode=pad, align_corners=align)
+        dx, dgrid = torch.autograd.grad((out * out.detach()).sum(), (x, g), create_graph=True)
+        assert _path_of(out) == ("direct" if direct else "operator")
+        assert _path_of(dx if mode != "nearest" else dgrid) == _path_of(out)
+        loss = (dx ** 2).sum() + (dgrid ** 2).sum()
+        d = torch.autograd.grad(loss, (x, g), allow_unused=True)
+        results[direct] = (out.detach(), dx.detach(), dgrid.detach(), *d)
+    for a, b in zip(results[True], results[False]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.equal(a, b)
+
+
+def test_dispatch_modes_and_tracing_see_the_operators():
+    """What must see one operator per call gets the operators: a dispatch mode
+    (also when it is active only in the backward), a function mode and
+    torch.jit.trace."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Functions(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(1, 2, 5, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    g = (torch.rand(1, 3, 4, 2, generator=gen, dtype=torch.float64) * 2 - 1).requires_grad_()
+    with Log() as log:
+        out = gst.grid_sample(x, g, align_corners=False)
+    assert "gridsampler.grid_sampler_2d.default" in log.ops
+    with Functions() as log:
+        gst.grid_sample(x, g, align_corners=False)
+    assert "gridsampler.grid_sampler_2d.default" in log.ops
+    out = gst.grid_sample(x, g, align_corners=False)
+    assert _path_of(out) == "direct"
+    assert _path_of(gst.grid_sample(torch.nn.Parameter(x.detach()), g, align_corners=False)) == "direct"
+    with Log() as log:
+        (dgrid,) = torch.autograd.grad(out.sum(), g, create_graph=True)
+    assert "gridsampler.grid_sampler_2d_backward.default" in log.ops
+    with Log() as log:
+        torch.autograd.grad((dgrid ** 2).sum(), x)
+    assert "gridsampler.grid_sampler_2d_double_backward.default" in log.ops
+
+    # A trace records the operator (a direct call would be a Python
+    # function that cannot be saved): saved, loaded and run on other values,
+    # it computes them.
+    traced = torch.jit.trace(lambda a, b: gst.grid_sample(a, b, align_corners=False),
+                             (x.detach(), g.detach()), check_trace=False)
+    saved = io.BytesIO()
+    torch.jit.save(traced, saved)
+    saved.seek(0)
+    traced = torch.jit.load(saved)
+    x2, g2 = torch.randn_like(x), torch.rand_like(g) * 2 - 1
+    assert torch.allclose(traced(x2, g2), F.grid_sample(x2, g2, align_corners=False),
+                          rtol=0, atol=1e-12)
+
