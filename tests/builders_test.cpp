@@ -3,7 +3,8 @@
 // the code under test is the code that ships), against the scalar stencil
 // (src/cpu/stencil.hpp, built on the coordinate policy of core/coords.hpp):
 // every mode, padding, align_corners, tap form and grid dtype, on grids full
-// of NaN, infinities, huge values, lattice points and pixel edges. Taps must
+// of NaN, infinities, huge values, lattice points and pixel edges, and on
+// calm grids (inside the image, and at the first reflection fold). Taps must
 // match bit for bit. The volume builders (builders_3d-inl.h) likewise,
 // against build_stencil_3d.
 #include <gtest/gtest.h>
@@ -29,8 +30,28 @@ using gstest::Params;
 using gstest::Rng;
 using gstest::same_bits;
 
+// A value of a calm grid: inside the image, where the vector reflection
+// skips its fold when a whole vector needs none, or at the edge where the
+// first fold starts (x or y = 1, one side or the other by an ulp of some
+// dtype, and -3, one span below).
+double calm_grid_value(Rng& rng) {
+  static const double edges[] = {1.0,
+                                 1 - std::ldexp(1.0, -53),
+                                 1 - std::ldexp(1.0, -24),
+                                 1 - std::ldexp(1.0, -23),
+                                 1 + std::ldexp(1.0, -23),
+                                 1 - std::ldexp(1.0, -11),
+                                 1 - std::ldexp(1.0, -8),
+                                 -1.0,
+                                 -1 - std::ldexp(1.0, -23),
+                                 -3.0};
+  if (rng.below(8) != 0) return rng.uniform(-1, 1);
+  return edges[rng.below(sizeof(edges) / sizeof(edges[0]))];
+}
+
 // A grid value of an awkward kind, or a plain one.
-double grid_value(Rng& rng, int64_t size, bool align) {
+double grid_value(Rng& rng, int64_t size, bool align, bool calm = false) {
+  if (calm) return calm_grid_value(rng);
   const double inf = std::numeric_limits<double>::infinity();
   const int64_t i = rng.below(size + 2) - 1;
   switch (rng.below(20)) {
@@ -61,7 +82,7 @@ double grid_value(Rng& rng, int64_t size, bool align) {
 
 template <class S, Interpolation M, Padding P, bool kAlign, bool kStrided>
 void check_builder(BuildTileFn build, Rng& rng, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, bool dense_grid,
-                   bool dense_out, bool derivatives = true, bool wide = true) {
+                   bool dense_out, bool derivatives = true, bool wide = true, bool calm = false) {
   using T = compute_t<S>;
   constexpr int K = kTaps<M>;
   const int64_t pixels = out_h * out_w, plane = in_h * in_w;
@@ -71,8 +92,8 @@ void check_builder(BuildTileFn build, Rng& rng, int64_t in_h, int64_t in_w, int6
   for (int64_t q = 0; q < 2 * pixels; ++q) {
     const int64_t n = q / pixels, h = q % pixels / out_w, w = q % out_w;
     S* g = grid.data() + n * gs[0] + h * gs[1] + w * gs[2];
-    g[0] = store<S>(grid_value(rng, in_w, kAlign));
-    g[gs[3]] = store<S>(grid_value(rng, in_h, kAlign));
+    g[0] = store<S>(grid_value(rng, in_w, kAlign, calm));
+    g[gs[3]] = store<S>(grid_value(rng, in_h, kAlign, calm));
   }
   TileSource src;
   src.grid = grid.data();
@@ -146,6 +167,10 @@ void check_modes(Rng& rng) {
       check_builder<S, M, P, kAlign, false>(flat, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
       check_builder<S, M, P, kAlign, false>(flat, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2, false, false);
       check_builder<S, M, P, kAlign, true>(strided, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
+      check_builder<S, M, P, kAlign, false>(flat, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2, true, true,
+                                            true);
+      check_builder<S, M, P, kAlign, true>(strided, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2, true, true,
+                                           true);
     }
   }
 }
@@ -155,7 +180,7 @@ void check_modes(Rng& rng) {
 // three coordinate factors.
 template <class S, Interpolation M, Padding P, bool kAlign, bool kStrided>
 void check_builder_3d(BuildTileFn build, Rng& rng, const int64_t in[3], int64_t out_rows, int64_t out_w,
-                      bool dense_grid, bool derivatives, bool wide) {
+                      bool dense_grid, bool derivatives, bool wide, bool calm = false) {
   using T = compute_t<S>;
   constexpr int K = kTaps3<M>;
   const int64_t pixels = out_rows * out_w, plane = in[0] * in[1] * in[2];
@@ -166,7 +191,7 @@ void check_builder_3d(BuildTileFn build, Rng& rng, const int64_t in[3], int64_t 
   for (int64_t q = 0; q < 2 * pixels; ++q) {
     const int64_t n = q / pixels, h = q % pixels / out_w, w = q % out_w;
     S* g = grid.data() + n * gs[0] + h * gs[1] + w * gs[2];
-    for (int c = 0; c < 3; ++c) g[c * gs[3]] = store<S>(grid_value(rng, in[2 - c], kAlign));
+    for (int c = 0; c < 3; ++c) g[c * gs[3]] = store<S>(grid_value(rng, in[2 - c], kAlign, calm));
   }
   TileSource src;
   src.grid = grid.data();
@@ -239,6 +264,7 @@ void check_modes_3d(Rng& rng) {
       check_builder_3d<S, M, P, kAlign, false>(flat, rng, sz, sz[3], sz[4], dense, true, true);
       check_builder_3d<S, M, P, kAlign, false>(flat, rng, sz, sz[3], sz[4], dense, false, false);
       check_builder_3d<S, M, P, kAlign, true>(strided, rng, sz, sz[3], sz[4], dense, true, true);
+      check_builder_3d<S, M, P, kAlign, false>(flat, rng, sz, sz[3], sz[4], dense, true, true, true);
     }
   }
 }

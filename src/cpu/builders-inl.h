@@ -122,6 +122,17 @@ struct SourceIndexLanes {
       const auto negative = hn::Lt(dist, zero);
       const V sign = hn::IfThenElse(negative, hn::Set(d, T(-1)), one);
       dist = hn::IfThenElse(negative, hn::Neg(dist), dist);
+      // Inside one span (most coordinates) no fold is needed: the flip count
+      // floor(dist / span) is then 0, since a quotient of two values of T
+      // below 1 rounds to at most 1 - 2^-digits, never up to 1. So the full
+      // path below would give these same bits with extra = dist, even parity.
+      if (hn::AllTrue(d, hn::Lt(dist, span))) {
+        *fast = hn::FirstN(d, hn::Lanes(d));
+        V clip_slope;
+        const V out = clip(hn::Add(dist, low), &clip_slope);
+        *mult = hn::Mul(slope, hn::Mul(sign, clip_slope));
+        return out;
+      }
       // Not (dist < limit): NaN and infinities included.
       *fast = hn::Lt(dist, limit);
       dist = hn::IfThenElseZero(*fast, dist);
