@@ -625,15 +625,26 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
         }
         // The tile's grad, channel-minor, read along the planes' rows: one
         // element per plane and pixel would touch a cache line per channel,
-        // and planes a power of two apart share cache sets.
+        // and planes a power of two apart share cache sets. A grad whose
+        // channels are adjacent (channel-minor already, as the gradient of
+        // a contraction over channels often is) is read pixel by pixel.
         for (int i = 0; i < count; ++i) {
           const Pixel<G>& px = pixels_at[i] = pixel_at<G>(p, qt + i);
           grad_at[i] = elem<S>(grad, n, 0, px) - plane_at<S>(grad, n, 0);
           if (mask.grad) d_grad_at[i] = elem<S>(d_grad, n, 0, px) - plane_at<S>(d_grad, n, 0);
         }
-        for (int64_t c = 0; c < nc; ++c) {
-          const S* gp = plane_at<S>(grad, n, c0 + c);
-          for (int i = 0; i < count; ++i) grad_rows[i * kMaxBlock + c] = load(gp[grad_at[i]]);
+        if (grad.strides[1] == 1) {
+          const S* gp = plane_at<S>(grad, n, c0);
+          for (int i = 0; i < count; ++i) {
+            const S* from = gp + grad_at[i];
+            T* to = grad_rows.get() + i * kMaxBlock;
+            for (int64_t c = 0; c < nc; ++c) to[c] = load(from[c]);
+          }
+        } else {
+          for (int64_t c = 0; c < nc; ++c) {
+            const S* gp = plane_at<S>(grad, n, c0 + c);
+            for (int i = 0; i < count; ++i) grad_rows[i * kMaxBlock + c] = load(gp[grad_at[i]]);
+          }
         }
         for (int i = 0; i < count; ++i) {
           const int64_t q = qt + i;
@@ -708,18 +719,20 @@ void run_interleaved(const DoubleBackwardPlan& plan, const InView<G>& gg_dx, con
         const int64_t n = nb / blocks, c0 = (nb % blocks) * cb, nc = std::min(p.c, c0 + cb) - c0;
         // Channel by channel, along d_input's rows (the copies' rows of
         // lanes stay in cache across the channels).
-        const T* first = scatter ? partials + nb * chunks * slab + r * p.in_w * cb : nullptr;
+        // With several chunks, their rows are added in chunk order into
+        // the first's, a whole row of lanes per chunk (contiguous, so the
+        // additions vectorise; each element's sum keeps the chunk order).
+        T* first = scatter ? partials + nb * chunks * slab + r * p.in_w * cb : nullptr;
+        const int64_t lanes = p.in_w * cb;
+        for (int64_t part = 1; scatter && part < chunks; ++part) {
+          const T* a = first + part * slab;
+          for (int64_t j = 0; j < lanes; ++j) first[j] += a[j];
+        }
         S* row = elem<S>(d_input, n, c0, G == 3 ? sp : sp + 1);
         for (int64_t c = 0; c < nc; ++c) {
           S* out = row + c * d_input.strides[1];
           for (int64_t x = 0; x < p.in_w; ++x) {
-            T sum = T(0);
-            if (scatter) {
-              const T* a = first + x * cb + c;
-              sum = a[0];
-              for (int64_t part = 1; part < chunks; ++part) sum += a[part * slab];
-            }
-            out[x * d_input.strides[G + 1]] = store<S>(sum);
+            out[x * d_input.strides[G + 1]] = store<S>(scatter ? first[x * cb + c] : T(0));
           }
         }
       }
