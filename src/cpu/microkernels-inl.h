@@ -224,6 +224,59 @@ inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, con
   }
 }
 
+// Narrow blocks (L lanes filling a part of the target's vector, as 4 floats
+// of AVX2's 8 or AVX-512's 16) are worked P = vector / L pixels at a time:
+// each pixel's row of L values in its own part of one vector, so a tap
+// costs one multiply-add for P pixels instead of one each. Each lane still
+// sees the same operations in the same order, so the bits do not change.
+// (The one-lane targets, without Combine, work one pixel at a time.)
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+// Only for stencils of up to 8 taps: the rows' inserts and the weights'
+// permutation are shuffles, and with bicubic's 16 taps they cost more than
+// the multiply-adds saved (docs/performance.md).
+template <int L, class T, int K>
+constexpr int pixels_per_vector() {
+  namespace hn = hwy::HWY_NAMESPACE;
+  constexpr int n = static_cast<int>(hn::MaxLanes(hn::ScalableTag<T>()));
+  constexpr int p = n % L == 0 ? n / L : 1;
+  return p > 1 && L * sizeof(T) >= 16 && K <= 8 ? p : 1;  // rows of whole 128-bit blocks
+}
+
+// The rows of L values at rows[0..P) side by side: row j in lanes
+// [j * L, (j + 1) * L).
+template <int L, class D, class T>
+HWY_INLINE hwy::HWY_NAMESPACE::Vec<D> load_rows(D d, const T* const* rows) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  constexpr int n = static_cast<int>(hn::MaxLanes(d));
+  if constexpr (n == L) {
+    return hn::LoadU(d, rows[0]);
+  } else {
+    const hn::Half<D> dh;
+    return hn::Combine(d, load_rows<L>(dh, rows + n / L / 2), load_rows<L>(dh, rows));
+  }
+}
+
+// w[0..P), each repeated over its pixel's L lanes: one 128-bit load and a
+// permutation when the P weights fill 128 bits, else broadcasts combined.
+template <int L, class D, class T>
+HWY_INLINE hwy::HWY_NAMESPACE::Vec<D> spread_weights(D d, const T* w) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  constexpr int n = static_cast<int>(hn::MaxLanes(d));
+  if constexpr (n == L) {
+    return hn::Set(d, w[0]);
+  } else if constexpr (n / L * sizeof(T) == 16) {
+    using TI = hwy::MakeSigned<T>;
+    alignas(64) TI idx[n];
+    for (int j = 0; j < n; ++j) idx[j] = static_cast<TI>(j / L);
+    return hn::TableLookupLanes(hn::LoadDup128(d, w), hn::SetTableIndices(d, idx));
+  } else {
+    const hn::Half<D> dh;
+    return hn::Combine(d, spread_weights<L>(dh, w + n / L / 2), spread_weights<L>(dh, w));
+  }
+}
+
+#endif
+
 // Forward of a block of L channels over a tile (flat taps into xin, a
 // [pixel][lane] copy of the input): ot[pixel][lane].
 // Written with Highway's vectors (CappedTag: L / N vectors of N lanes,
@@ -237,7 +290,36 @@ inline void forward_lanes(const Tile<T, K, G>& t, const T* __restrict xin, T* __
   constexpr int N = static_cast<int>(hn::MaxLanes(D()));
   constexpr int V = L / N;
   static_assert(V * N == L);
-  for (int i = 0; i < t.count; ++i) {
+  int i = 0;
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  constexpr int P = pixels_per_vector<L, T, K>();
+  if constexpr (P > 1) {
+    const hn::ScalableTag<T> dp;
+    // Two vectors of pixels at a time: two independent chains of K
+    // multiply-adds (one chain is bound by their latency).
+    for (; i + 2 * P <= t.count; i += 2 * P) {
+      auto acc0 = hn::Zero(dp), acc1 = hn::Zero(dp);
+      for (int k = 0; k < K; ++k) {
+        const T* rows[2 * P];
+        for (int j = 0; j < 2 * P; ++j) rows[j] = xin + t.acc[k][i + j] * L;
+        acc0 = hn::MulAdd(spread_weights<L>(dp, &t.w[k][i]), load_rows<L>(dp, rows), acc0);
+        acc1 = hn::MulAdd(spread_weights<L>(dp, &t.w[k][i + P]), load_rows<L>(dp, rows + P), acc1);
+      }
+      hn::StoreU(acc0, dp, ot + i * L);
+      hn::StoreU(acc1, dp, ot + (i + P) * L);
+    }
+    for (; i + P <= t.count; i += P) {
+      auto acc = hn::Zero(dp);
+      for (int k = 0; k < K; ++k) {
+        const T* rows[P];
+        for (int j = 0; j < P; ++j) rows[j] = xin + t.acc[k][i + j] * L;
+        acc = hn::MulAdd(spread_weights<L>(dp, &t.w[k][i]), load_rows<L>(dp, rows), acc);
+      }
+      hn::StoreU(acc, dp, ot + i * L);
+    }
+  }
+#endif
+  for (; i < t.count; ++i) {
     hn::Vec<D> acc[V];
     for (int v = 0; v < V; ++v) acc[v] = hn::Zero(d);
     for (int k = 0; k < K; ++k) {
@@ -270,7 +352,33 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
   constexpr bool kBatchSums = L == 4 && N == 4;
   alignas(64) T lane[G][kBatchSums ? kTile * L : 1];
   const int count = t.count;
-  for (int i = 0; i < count; ++i) {
+  int i = 0;
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  // dgrid alone with narrow blocks: P pixels per vector, as forward_lanes
+  // (the lane sums below take the same [pixel][lane] products).
+  constexpr int P = pixels_per_vector<L, T, K>();
+  if constexpr (kDgrid && !kDx && kBatchSums && P > 1) {
+    const hn::ScalableTag<T> dp;
+    for (; i + P <= count; i += P) {
+      if (i + P + kPrefetch <= count) {
+        for (int k = 0; k < K; k += (K >= 16 ? 4 : 1)) {
+          for (int j = 0; j < P; ++j) hwy::Prefetch(xin + t.acc[k][i + P + kPrefetch - 1 - j] * L);
+        }
+      }
+      hn::Vec<decltype(dp)> s[G];
+      for (int c = 0; c < G; ++c) s[c] = hn::Zero(dp);
+      for (int k = 0; k < K; ++k) {
+        const T* rows[P];
+        for (int j = 0; j < P; ++j) rows[j] = xin + t.acc[k][i + j] * L;
+        const auto xv = load_rows<L>(dp, rows);
+        for (int c = 0; c < G; ++c) s[c] = hn::MulAdd(spread_weights<L>(dp, &t.dw[c][k][i]), xv, s[c]);
+      }
+      const auto gv = hn::LoadU(dp, gt + i * L);
+      for (int c = 0; c < G; ++c) hn::Store(hn::Mul(s[c], gv), dp, lane[c] + i * L);
+    }
+  }
+#endif
+  for (; i < count; ++i) {
     // The taps of a pixel kPrefetch ahead, whose lines are likely not in L1
     // (or L2) when the grid jumps about; one per row of a 4 x 4 stencil.
     if (i + kPrefetch < count) {
