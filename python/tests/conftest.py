@@ -66,3 +66,30 @@ def pytest_report_header(config):
         return f"torch {torch.__version__} ({torch.__file__})"
     except ImportError:
         return "torch: not installed"
+
+
+def op_logs():
+    """(DispatchLog, FunctionLog): a TorchDispatchMode and a TorchFunctionMode
+    that record, in their `ops`, the name of every operator they see."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class DispatchLog(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    class FunctionLog(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    return DispatchLog, FunctionLog

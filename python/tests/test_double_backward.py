@@ -14,6 +14,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import gridsampler  # noqa: E402
 import gridsampler.torch as gst  # noqa: E402
+from conftest import op_logs  # noqa: E402
 
 MODES = ("bilinear", "nearest", "bicubic")
 PADS = ("zeros", "border", "reflection")
@@ -271,26 +272,7 @@ def test_dispatch_modes_and_tracing_see_the_operators():
     """What must see one operator per call gets the operators: a dispatch mode
     (also when it is active only in the backward), a function mode and
     torch.jit.trace."""
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Functions(TorchFunctionMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
-
-    class Log(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
+    Log, Functions = op_logs()
 
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(1, 2, 5, 6, generator=gen, dtype=torch.float64, requires_grad=True)

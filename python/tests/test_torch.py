@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 
-from conftest import MODES, PADDINGS
+from conftest import MODES, PADDINGS, op_logs
 
 CASES = list(itertools.product(MODES, PADDINGS, (False, True)))
 CASE_IDS = [f"{m}-{p}-{'align' if a else 'noalign'}" for m, p, a in CASES]
@@ -320,16 +320,7 @@ def test_errors_are_pytorchs(torch, gt, case):
 def test_other_devices_are_pytorchs(torch, gt):
     """A tensor on another device (meta here; CUDA and MPS take the same path)
     goes to F.grid_sample and so to PyTorch's kernel for that device."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class LogOps(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
+    LogOps, _ = op_logs()
 
     x = torch.empty(2, 3, 5, 7, device="meta", requires_grad=True)
     g = torch.empty(2, 4, 6, 2, device="meta", requires_grad=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gridsampler
-from conftest import MODES, PADDINGS
+from conftest import MODES, PADDINGS, op_logs
 
 CASES = list(itertools.product(MODES, PADDINGS, (False, True)))
 CASE_IDS = [f"{m}-{p}-{'align' if a else 'noalign'}" for m, p, a in CASES]
@@ -196,16 +196,7 @@ def test_size_one_dimensions(torch, gt):
 
 def test_uses_the_custom_operator(torch, gt):
     """A 5-D CPU call runs gridsampler::grid_sampler_3d (and only it), not aten's."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class LogOps(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
+    LogOps, _ = op_logs()
 
     x, g, w = make_problem(torch, torch.float32, seed=6)
     x.requires_grad_()
