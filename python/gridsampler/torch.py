@@ -258,22 +258,18 @@ def _incoming(gg: Optional[Tensor], wanted: bool) -> Optional[Tensor]:
     return gg if wanted and gg is not None and gg.numel() > 0 else None
 
 
-def _second_order(rank: int):
+def _second_order(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
     """The autograd formula of a backward (operator or direct call): the native
     double backward, asked only for the gradients that are needed."""
-
-    def backward_backward(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
-        grad, input, grid = ctx.saved_tensors
-        gg_dx = _incoming(gg_dx, ctx.output_mask[0])
-        gg_dgrid = _incoming(gg_dgrid, ctx.output_mask[1])
-        want = _switch.second_order_wanted(ctx.needs_input_grad[:3], gg_dgrid)
-        results: list = [None, None, None]
-        if any(want):
-            results = list(_double_backward_call(rank, gg_dx, gg_dgrid, grad, input, grid,
-                                                 *ctx.options, want))
-        return tuple(r if w else None for r, w in zip(results, want))
-
-    return backward_backward
+    grad, input, grid = ctx.saved_tensors
+    gg_dx = _incoming(gg_dx, ctx.output_mask[0])
+    gg_dgrid = _incoming(gg_dgrid, ctx.output_mask[1])
+    want = _switch.second_order_wanted(ctx.needs_input_grad[:3], gg_dgrid)
+    results: list = [None, None, None]
+    if any(want):
+        results = list(_double_backward_call(input.dim(), gg_dx, gg_dgrid, grad, input, grid,
+                                             *ctx.options, want))
+    return tuple(r if w else None for r, w in zip(results, want))
 
 
 def _op_formula(formula, arguments: int):
@@ -287,7 +283,7 @@ def _op_formula(formula, arguments: int):
     return backward
 
 
-grid_sampler_2d_backward.register_autograd(_op_formula(_second_order(4), 7),
+grid_sampler_2d_backward.register_autograd(_op_formula(_second_order, 7),
                                            setup_context=_backward_setup_context)
 
 
@@ -311,24 +307,20 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.options = (mode, padding_mode, align_corners)
 
 
-def _first_order_backward(rank: int):
+def _first_order_backward(ctx, grad: Tensor):
     """The autograd formula of a forward (operator or direct call): the
     backward, asked only for the gradients that are needed."""
-
-    def backward(ctx, grad: Tensor):
-        input, grid = ctx.saved_tensors
-        want_dx, want_dgrid = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        dx: Optional[Tensor] = None
-        dgrid: Optional[Tensor] = None
-        if want_dx or want_dgrid:
-            dx, dgrid = _backward_call(rank, grad, input, grid, *ctx.options,
-                                       [want_dx, want_dgrid])
-        return (dx if want_dx else None, dgrid if want_dgrid else None)
-
-    return backward
+    input, grid = ctx.saved_tensors
+    want_dx, want_dgrid = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    dx: Optional[Tensor] = None
+    dgrid: Optional[Tensor] = None
+    if want_dx or want_dgrid:
+        dx, dgrid = _backward_call(input.dim(), grad, input, grid, *ctx.options,
+                                   [want_dx, want_dgrid])
+    return (dx if want_dx else None, dgrid if want_dgrid else None)
 
 
-grid_sampler_2d.register_autograd(_op_formula(_first_order_backward(4), 5),
+grid_sampler_2d.register_autograd(_op_formula(_first_order_backward, 5),
                                   setup_context=_setup_context)
 
 
@@ -379,11 +371,11 @@ def _(gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor], grad: Tensor, input: 
 
 grid_sampler_3d_double_backward.register_autograd(_third_order, setup_context=_no_setup)
 
-grid_sampler_3d_backward.register_autograd(_op_formula(_second_order(5), 7),
+grid_sampler_3d_backward.register_autograd(_op_formula(_second_order, 7),
                                            setup_context=_backward_setup_context)
 
 
-grid_sampler_3d.register_autograd(_op_formula(_first_order_backward(5), 5),
+grid_sampler_3d.register_autograd(_op_formula(_first_order_backward, 5),
                                   setup_context=_setup_context)
 
 
@@ -417,12 +409,11 @@ class _Sample(torch.autograd.Function):
     def forward(ctx, input, grid, mode, padding_mode, align_corners, rank):
         out = _forward(rank, input, grid, mode, padding_mode, align_corners)
         _setup_context(ctx, (input, grid, mode, padding_mode, align_corners), out)
-        ctx.rank = rank
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        return (*_first_order_backward(ctx.rank)(ctx, grad), None, None, None, None)
+        return (*_first_order_backward(ctx, grad), None, None, None, None)
 
 
 class _SampleBackward(torch.autograd.Function):
@@ -434,12 +425,11 @@ class _SampleBackward(torch.autograd.Function):
                              output_mask)
         _backward_setup_context(
             ctx, (grad, input, grid, mode, padding_mode, align_corners, output_mask), out)
-        ctx.rank = rank
         return out
 
     @staticmethod
     def backward(ctx, gg_dx, gg_dgrid):
-        return (*_second_order(ctx.rank)(ctx, gg_dx, gg_dgrid), None, None, None, None, None)
+        return (*_second_order(ctx, gg_dx, gg_dgrid), None, None, None, None, None)
 
 
 class _SampleDoubleBackward(torch.autograd.Function):

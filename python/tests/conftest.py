@@ -74,22 +74,19 @@ def op_logs():
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    class DispatchLog(TorchDispatchMode):
+    class Recording:
         def __init__(self):
             super().__init__()
             self.ops = []
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def record(self, func, types, args=(), kwargs=None):
             self.ops.append(str(func))
             return func(*args, **(kwargs or {}))
 
-    class FunctionLog(TorchFunctionMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
+    class DispatchLog(Recording, TorchDispatchMode):
+        __torch_dispatch__ = Recording.record
 
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
+    class FunctionLog(Recording, TorchFunctionMode):
+        __torch_function__ = Recording.record
 
     return DispatchLog, FunctionLog

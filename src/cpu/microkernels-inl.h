@@ -295,28 +295,24 @@ inline void forward_lanes(const Tile<T, K, G>& t, const T* __restrict xin, T* __
   constexpr int P = pixels_per_vector<L, T, K>();
   if constexpr (P > 1) {
     const hn::ScalableTag<T> dp;
-    // Two vectors of pixels at a time: two independent chains of K
-    // multiply-adds (one chain is bound by their latency).
-    for (; i + 2 * P <= t.count; i += 2 * P) {
-      auto acc0 = hn::Zero(dp), acc1 = hn::Zero(dp);
+    // R vectors of P pixels from pixel i: R independent chains of K
+    // multiply-adds (one chain alone is bound by their latency), so two at
+    // a time, then one.
+    auto pixels = [&](auto vectors) {
+      constexpr int R = decltype(vectors)::value;
+      hn::Vec<decltype(dp)> acc[R];
+      for (int r = 0; r < R; ++r) acc[r] = hn::Zero(dp);
       for (int k = 0; k < K; ++k) {
-        const T* rows[2 * P];
-        for (int j = 0; j < 2 * P; ++j) rows[j] = xin + t.acc[k][i + j] * L;
-        acc0 = hn::MulAdd(spread_weights<L>(dp, &t.w[k][i]), load_rows<L>(dp, rows), acc0);
-        acc1 = hn::MulAdd(spread_weights<L>(dp, &t.w[k][i + P]), load_rows<L>(dp, rows + P), acc1);
+        const T* rows[R * P];
+        for (int j = 0; j < R * P; ++j) rows[j] = xin + t.acc[k][i + j] * L;
+        for (int r = 0; r < R; ++r) {
+          acc[r] = hn::MulAdd(spread_weights<L>(dp, &t.w[k][i + r * P]), load_rows<L>(dp, rows + r * P), acc[r]);
+        }
       }
-      hn::StoreU(acc0, dp, ot + i * L);
-      hn::StoreU(acc1, dp, ot + (i + P) * L);
-    }
-    for (; i + P <= t.count; i += P) {
-      auto acc = hn::Zero(dp);
-      for (int k = 0; k < K; ++k) {
-        const T* rows[P];
-        for (int j = 0; j < P; ++j) rows[j] = xin + t.acc[k][i + j] * L;
-        acc = hn::MulAdd(spread_weights<L>(dp, &t.w[k][i]), load_rows<L>(dp, rows), acc);
-      }
-      hn::StoreU(acc, dp, ot + i * L);
-    }
+      for (int r = 0; r < R; ++r) hn::StoreU(acc[r], dp, ot + (i + r * P) * L);
+    };
+    for (; i + 2 * P <= t.count; i += 2 * P) pixels(std::integral_constant<int, 2>{});
+    for (; i + P <= t.count; i += P) pixels(std::integral_constant<int, 1>{});
   }
 #endif
   for (; i < t.count; ++i) {
