@@ -83,7 +83,7 @@ Status grid_sampler_2d_backward(TensorView grad, TensorView input, TensorView gr
     return s;
   const cpu::BackwardPlan plan = cpu::plan_backward(p);
   // The calling thread's cached buffer (core/memory.hpp): kept for the next
-  // call up to kMaxCachedBytes, freed when the call returns past that.
+  // call up to cached_buffer_limit(), freed when the call returns past that.
   detail::CachedBuffer workspace(plan.workspace_bytes);
   if (plan.workspace_bytes > 0 && workspace.data() == nullptr) {
     return {StatusCode::kInternal,
@@ -164,5 +164,9 @@ Status grid_sampler_3d_double_backward(VolumeView gg_dx, VolumeView gg_dgrid, Vo
 void release_cached_memory() { detail::release_cached_buffers(); }
 
 std::size_t cached_memory_bytes() { return detail::cached_buffer_bytes(); }
+
+void set_cached_memory_limit(std::size_t bytes) { detail::set_cached_buffer_limit(bytes); }
+
+std::size_t cached_memory_limit() { return detail::cached_buffer_limit(); }
 
 }  // namespace gridsampler

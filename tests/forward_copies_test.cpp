@@ -14,7 +14,7 @@
 
 #include "common/problem.hpp"
 #include "common/volume_problem.hpp"
-#include "core/memory.hpp"
+#include "cpu/tuning.hpp"
 #include "core/validate.hpp"
 #include "cpu/dispatch.hpp"
 #include "cpu/plan.hpp"
@@ -139,11 +139,10 @@ gs::detail::Problem dense(int64_t n, int64_t c, int64_t side, DType dtype, int t
 }
 
 // Private copies while every thread has its own (n, block) tasks and all
-// the copies fit what a calling thread keeps cached between calls; one
-// shared copy otherwise.
+// the copies fit kMaxPrivateCopiesBytes; one shared copy otherwise.
 TEST(ForwardCopies, PlannerSharesCopiesOnlyWherePrivateOnesCostMore) {
   using gs::cpu::plan_forward;
-  using gs::detail::kMaxCachedBytes;
+  using gs::cpu::kMaxPrivateCopiesBytes;
   const std::size_t rgb_1024 = (1024 * 1024 + 1) * 4 * sizeof(float);
   // Many small images: one copy per thread.
   const auto small = plan_forward(dense(256, 3, 32, DType::kFloat32, 2));
@@ -159,8 +158,8 @@ TEST(ForwardCopies, PlannerSharesCopiesOnlyWherePrivateOnesCostMore) {
   const auto alone = plan_forward(dense(1, 3, 1024, DType::kFloat32, 1));
   EXPECT_FALSE(alone.shared_copy);
   EXPECT_EQ(alone.copy_bytes, rgb_1024);
-  // Two images, two threads: private copies while both fit the cache.
-  ASSERT_GT(2 * rgb_1024, kMaxCachedBytes);
+  // Two images, two threads: private copies while both fit the bound.
+  ASSERT_GT(2 * rgb_1024, kMaxPrivateCopiesBytes);
   EXPECT_TRUE(plan_forward(dense(2, 3, 1024, DType::kFloat32, 2)).shared_copy);
   const auto fits = plan_forward(dense(2, 3, 512, DType::kFloat32, 2));
   EXPECT_FALSE(fits.shared_copy);

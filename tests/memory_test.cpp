@@ -21,7 +21,7 @@
 namespace {
 
 namespace gs = gridsampler;
-using gs::detail::kMaxCachedBytes;
+using gs::detail::kDefaultCachedBytes;
 
 std::vector<float> uniform(std::size_t count, double lo, double hi, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -77,11 +77,12 @@ TEST(Memory, BackwardKeepsItsWorkspaceUntilReleased) {
   Backward b(2, 16, 64, 64, 32, 32);  // interleaved: per-thread accumulators and values
   const std::size_t workspace = b.workspace_bytes();
   ASSERT_GT(workspace, 0u);
-  ASSERT_LE(workspace, kMaxCachedBytes);
+  ASSERT_EQ(gs::cached_memory_limit(), kDefaultCachedBytes);
+  ASSERT_LE(workspace, kDefaultCachedBytes);
   b.run();
   const std::vector<float> dx = b.dx, dgrid = b.dgrid;
   EXPECT_GE(gs::cached_memory_bytes(), workspace);
-  EXPECT_LE(gs::cached_memory_bytes(), kMaxCachedBytes);
+  EXPECT_LE(gs::cached_memory_bytes(), kDefaultCachedBytes);
 
   gs::release_cached_memory();
   EXPECT_EQ(gs::cached_memory_bytes(), 0u);
@@ -98,6 +99,45 @@ TEST(Memory, BackwardKeepsItsWorkspaceUntilReleased) {
   EXPECT_EQ(gs::cached_memory_bytes(), 0u);
 }
 
+// Sets a bound for one test's scope, and puts the default back.
+struct ScopedLimit {
+  explicit ScopedLimit(std::size_t bytes) { gs::set_cached_memory_limit(bytes); }
+  ~ScopedLimit() { gs::set_cached_memory_limit(kDefaultCachedBytes); }
+};
+
+// The bound applies from the moment it is set: a kept buffer above a new,
+// lower bound goes at once; a call whose workspace exceeds the bound frees
+// it on return; 0 keeps nothing; a higher bound keeps it again. The results
+// are the same bits throughout.
+TEST(Memory, LimitBoundsWhatIsKept) {
+  gs::release_cached_memory();
+  Backward b(2, 16, 64, 64, 32, 32);
+  const std::size_t workspace = b.workspace_bytes();
+  b.run();
+  const std::vector<float> dx = b.dx, dgrid = b.dgrid;
+  ASSERT_GE(gs::cached_memory_bytes(), workspace);
+  {
+    const ScopedLimit below(workspace - 1);
+    EXPECT_EQ(gs::cached_memory_limit(), workspace - 1);
+    EXPECT_EQ(gs::cached_memory_bytes(), 0u);  // freed by the new bound
+    b.run();
+    EXPECT_EQ(gs::cached_memory_bytes(), 0u);  // freed on return
+    EXPECT_TRUE(same_bits(b.dx, dx));
+    EXPECT_TRUE(same_bits(b.dgrid, dgrid));
+    gs::set_cached_memory_limit(0);
+    b.run();
+    EXPECT_EQ(gs::cached_memory_bytes(), 0u);
+    gs::set_cached_memory_limit(workspace);
+    b.run();
+    EXPECT_GE(gs::cached_memory_bytes(), workspace);  // exactly at the bound: kept
+    EXPECT_TRUE(same_bits(b.dx, dx));
+    EXPECT_TRUE(same_bits(b.dgrid, dgrid));
+  }
+  EXPECT_EQ(gs::cached_memory_limit(), kDefaultCachedBytes);
+  EXPECT_GE(gs::cached_memory_bytes(), workspace);  // a higher bound keeps it
+  gs::release_cached_memory();
+}
+
 // The forward's channel-minor copies of a large plane exceed the bound: the
 // call gets them and frees them on return.
 TEST(Memory, BufferOverTheBoundIsNotKept) {
@@ -108,7 +148,8 @@ TEST(Memory, BufferOverTheBoundIsNotKept) {
   p.in_h = p.in_w = side;
   p.out_h = p.out_w = out;
   p.options.num_threads = 1;
-  ASSERT_GT(gs::cpu::plan_forward(p).copy_bytes, kMaxCachedBytes);
+  const ScopedLimit limit(std::size_t{16} << 20);
+  ASSERT_GT(gs::cpu::plan_forward(p).copy_bytes, gs::cached_memory_limit());
 
   const std::vector<float> input = uniform(static_cast<std::size_t>(c * side * side), -1, 1, 4);
   const std::vector<float> grid = uniform(static_cast<std::size_t>(out * out * 2), -1, 1, 5);

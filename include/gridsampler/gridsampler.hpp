@@ -212,8 +212,9 @@ GRIDSAMPLER_API Status grid_sampler_3d_double_backward(VolumeView gg_dx, VolumeV
 // Memory kept between calls. A thread that calls the library keeps one
 // buffer (the backward's workspace, the forward's channel-minor copies) for
 // its next call, so that calls do not page-fault fresh memory: at most
-// 32 MiB per calling thread; a call that needs more frees it on return.
-// A thread's buffer is freed when the thread exits.
+// cached_memory_limit() bytes per calling thread (128 MiB unless set); a call
+// that needs more frees it on return. A thread's buffer is freed when the
+// thread exits.
 //
 // release_cached_memory() frees the buffers of every thread, and returns
 // freed heap memory to the system where the C library allows (glibc). It
@@ -222,6 +223,12 @@ GRIDSAMPLER_API Status grid_sampler_3d_double_backward(VolumeView gg_dx, VolumeV
 GRIDSAMPLER_API void release_cached_memory();
 // Bytes currently held in those buffers, by all threads together.
 GRIDSAMPLER_API std::size_t cached_memory_bytes();
+// The bound on each calling thread's buffer, for every thread from now on;
+// idle buffers above it are freed at once, one in use when its call returns.
+// 0 keeps nothing (every call allocates, and frees on return). Results do not
+// depend on it.
+GRIDSAMPLER_API void set_cached_memory_limit(std::size_t bytes);
+GRIDSAMPLER_API std::size_t cached_memory_limit();
 
 // Names used by the command line, the Python bindings and messages.
 GRIDSAMPLER_API std::string_view to_string(DType dtype);  // "float16", ...

@@ -33,8 +33,8 @@ import numpy as _np
 from . import _gridsampler as _C
 
 __all__ = ["grid_sample", "grid_sample_backward", "grid_sample_double_backward",
-           "release_cached_memory", "cached_memory_bytes", "max_threads", "MODES",
-           "PADDING_MODES"]
+           "release_cached_memory", "cached_memory_bytes", "set_cached_memory_limit", "cached_memory_limit",
+           "max_threads", "MODES", "PADDING_MODES"]
 __version__ = "0.1.0"
 
 MODES = ("bilinear", "nearest", "bicubic")
@@ -323,9 +323,10 @@ def release_cached_memory() -> None:
     """Frees the memory the library keeps between calls.
 
     Each thread that calls the library keeps one buffer (the backward's
-    workspace, the forward's copies) for its next call, at most 32 MiB per
-    thread. This frees the buffers of all threads; one in use by a running
-    call is freed when that call returns. Results do not depend on it.
+    workspace, the forward's copies) for its next call, at most
+    ``cached_memory_limit()`` bytes per thread (128 MiB unless set). This
+    frees the buffers of all threads; one in use by a running call is freed
+    when that call returns. Results do not depend on it.
     """
     _C.release_cached_memory()
 
@@ -333,3 +334,22 @@ def release_cached_memory() -> None:
 def cached_memory_bytes() -> int:
     """Bytes the library keeps between calls, by all threads together."""
     return _C.cached_memory_bytes()
+
+
+def set_cached_memory_limit(bytes: int) -> None:
+    """Bounds the buffer each calling thread keeps between calls.
+
+    From now on, for every thread; idle buffers above the bound are freed at
+    once, one in use when its call returns. 0 keeps nothing: every call then
+    allocates its workspace and frees it on return (fresh memory costs page
+    faults, up to several times a large call's time). Results do not depend
+    on it.
+    """
+    if isinstance(bytes, bool) or not isinstance(bytes, int) or bytes < 0:
+        raise ValueError(f"set_cached_memory_limit: bytes must be a non-negative int, got {bytes!r}")
+    _C.set_cached_memory_limit(min(bytes, 2**64 - 1))
+
+
+def cached_memory_limit() -> int:
+    """The bound on the buffer each calling thread keeps between calls."""
+    return _C.cached_memory_limit()

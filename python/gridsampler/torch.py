@@ -69,11 +69,11 @@ from . import MODES, PADDING_MODES, _check_options
 from . import _gridsampler as _C
 from . import _switch
 # The library's memory kept between calls (the same for NumPy and torch calls).
-from . import cached_memory_bytes, release_cached_memory
+from . import cached_memory_bytes, cached_memory_limit, release_cached_memory, set_cached_memory_limit
 from ._switch import disable, enable, is_enabled, switch, switch_stats
 
-__all__ = ["grid_sample", "release_cached_memory", "cached_memory_bytes", "enable", "disable",
-           "is_enabled", "switch", "switch_stats"]
+__all__ = ["grid_sample", "release_cached_memory", "cached_memory_bytes", "set_cached_memory_limit",
+           "cached_memory_limit", "enable", "disable", "is_enabled", "switch", "switch_stats"]
 
 if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "register_fake"):
     raise ImportError(

@@ -316,10 +316,15 @@ NB_MODULE(_gridsampler, m) {
         "The most threads one call may use (num_threads above it is refused; OpenMP's default "
         "is capped at it): 4 per hardware thread, at least 64, within OMP_THREAD_LIMIT.");
   m.def("release_cached_memory", &gs::release_cached_memory,
-        "Frees the buffers every thread keeps between calls (at most 32 MiB per calling "
-        "thread); a buffer in use by a running call is freed when that call returns.");
+        "Frees the buffers every thread keeps between calls (at most cached_memory_limit() "
+        "bytes per calling thread); a buffer in use by a running call is freed when that call "
+        "returns.");
   m.def("cached_memory_bytes", &gs::cached_memory_bytes,
         "Bytes held between calls in those buffers, by all threads together.");
+  m.def("set_cached_memory_limit", &gs::set_cached_memory_limit, nb::arg("bytes"),
+        "Bounds each calling thread's kept buffer from now on (0: keep nothing); idle buffers "
+        "above the bound are freed at once.");
+  m.def("cached_memory_limit", &gs::cached_memory_limit, "The bound on each calling thread's kept buffer.");
   m.def(
       "_readable", [](const InArray&) {}, nb::arg("array"),
       "Raises TypeError when `array` cannot be read in place (used for error messages).");

@@ -1,5 +1,6 @@
 #include "core/memory.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -82,6 +83,8 @@ struct ThreadSlot {
   ThreadSlot& operator=(const ThreadSlot&) = delete;
 };
 
+std::atomic<std::size_t> limit{kDefaultCachedBytes};
+
 Slot& this_thread_slot() {
   thread_local ThreadSlot t;
   return t.slot;
@@ -116,7 +119,18 @@ CachedBuffer::~CachedBuffer() {
   Slot& slot = this_thread_slot();
   std::lock_guard<std::mutex> lock(registry().mutex);
   slot.in_use = false;
-  if (slot.release || slot.bytes > kMaxCachedBytes) slot.free_buffer();
+  if (slot.release || slot.bytes > limit.load(std::memory_order_relaxed)) slot.free_buffer();
+}
+
+std::size_t cached_buffer_limit() { return limit.load(std::memory_order_relaxed); }
+
+void set_cached_buffer_limit(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  limit.store(bytes, std::memory_order_relaxed);
+  // A buffer in use is checked against the new bound when its call ends.
+  for (Slot* slot : registry().slots) {
+    if (!slot->in_use && slot->bytes > bytes) slot->free_buffer();
+  }
 }
 
 void release_cached_buffers() {

@@ -11,17 +11,24 @@ namespace gridsampler::detail {
 
 void* allocate_workspace(std::size_t bytes, bool huge_pages = true);
 
-// What a calling thread keeps between calls: at most this many bytes. A call
-// that needs a larger buffer gets one, and frees it when it returns. Reusing
-// the buffer saves a call the page faults (and kernel zeroing) of fresh
-// memory, a few percent of a mid-sized backward (docs/performance.md); past
-// this size that saving is small beside the memory held while idle.
-constexpr std::size_t kMaxCachedBytes = std::size_t{32} << 20;
+// What a calling thread keeps between calls: at most cached_buffer_limit()
+// bytes, kDefaultCachedBytes unless set_cached_buffer_limit() chose another
+// bound. A call that needs a larger buffer gets one, and frees it when it
+// returns. Reusing the buffer saves a call the page faults and kernel zeroing
+// of fresh memory: a few percent of a mid-sized backward on a quiet machine,
+// but up to 4x the call's time where fresh huge pages must first be
+// compacted (docs/performance.md, "Memory kept between calls, measured"). The
+// default covers the two threads' scratch of a 16-channel 64^3 volume.
+constexpr std::size_t kDefaultCachedBytes = std::size_t{128} << 20;
+std::size_t cached_buffer_limit();
+// A new bound for every thread; idle buffers above it are freed now, one in
+// use when its call ends. 0: nothing is kept.
+void set_cached_buffer_limit(std::size_t bytes);
 
 // A buffer of at least `bytes` for the duration of one call, taken from the
 // calling thread's cache (grown on demand with allocate_workspace). At the
 // end of its scope the buffer goes back to the cache, or is freed if it is
-// larger than kMaxCachedBytes or if release_cached_buffers() asked for it
+// larger than cached_buffer_limit() or if release_cached_buffers() asked for it
 // meanwhile. data() is null for 0 bytes or when the memory cannot be had. A
 // second CachedBuffer alive on the same thread gets a buffer of its own (not
 // cached), so nesting is safe.

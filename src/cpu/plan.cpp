@@ -128,14 +128,12 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
     // One copy shared by the team where private copies would cost more
     // than they save: when there are fewer (n, block) tasks than threads
     // (private copies could feed every thread only by copying one block on
-    // several), or when one copy per thread would not fit what a calling
-    // thread keeps between calls (kMaxCachedBytes: every call would
-    // page-fault and zero them afresh). Otherwise private copies need no
-    // barriers, and a small one stays in its thread's L2.
+    // several), or when one copy per thread would outgrow
+    // kMaxPrivateCopiesBytes.
     const bool shared =
         copies == ForwardCopies::kShared ||
         (copies == ForwardCopies::kChosen &&
-         (tasks < call_threads(p) || static_cast<uint64_t>(call_threads(p)) > detail::kMaxCachedBytes / copy));
+         (tasks < call_threads(p) || static_cast<uint64_t>(call_threads(p)) > kMaxPrivateCopiesBytes / copy));
     if (shared) {
       // The team copies a block (a stretch of the plane each), then samples
       // its tiles, block after block.

@@ -26,6 +26,11 @@ constexpr int64_t kMinChunkPixels = 1024;  // ... but never into chunks smaller 
 // see plan_forward).
 constexpr uint64_t kMaxInterleavedBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxForwardCopyBytes = uint64_t{256} << 20;
+// The forward's private copies (one per thread), all together, at most this;
+// past it one shared copy serves the team. Private copies need no barriers,
+// and a small one stays in its thread's L2; large ones gain nothing on that
+// and cost their memory once per thread.
+constexpr uint64_t kMaxPrivateCopiesBytes = uint64_t{32} << 20;
 // Input pixels per thread's share of a shared forward copy, at least (a few
 // microseconds of copying).
 constexpr int64_t kMinCopyStretch = 4096;
