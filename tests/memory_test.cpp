@@ -274,4 +274,40 @@ TEST(Memory, PixelChunksAreBounded) {
   }
 }
 
+// A single (n, block) task would leave every thread but one idle: it takes
+// two chunks past kMaxChunkBytes, within kMaxSingleTaskChunkBytes; two such
+// tasks do not. The chunks follow the shape, so any team gives the same bits.
+TEST(Memory, SingleTaskTakesTwoChunks) {
+  const gs::cpu::BackwardPlan rgb = backward_plan(1, 3, 1024, 1024);
+  EXPECT_EQ(rgb.pixel_chunks, 2);
+  EXPECT_TRUE(rgb.shared_values);
+  const uint64_t rgb_bytes = 3 * static_cast<uint64_t>(rgb.accumulator_elems) * sizeof(float);
+  EXPECT_GT(rgb_bytes, gs::cpu::kMaxChunkBytes);
+  EXPECT_LE(rgb_bytes, gs::cpu::kMaxSingleTaskChunkBytes);
+  EXPECT_EQ(rgb.threads, 2);
+  EXPECT_EQ(backward_plan(2, 3, 1024, 1024).pixel_chunks, 1);  // two tasks feed two threads
+  const gs::cpu::BackwardPlan grey = backward_plan(1, 1, 2048, 2048);  // planes: two partials
+  EXPECT_EQ(grey.pixel_chunks, 2);
+  EXPECT_GT(2 * static_cast<uint64_t>(grey.accumulator_elems) * sizeof(float), gs::cpu::kMaxChunkBytes);
+  EXPECT_EQ(backward_plan(1, 3, 4096, 4096).pixel_chunks, 1);  // past the bound (and interleaving)
+
+  Backward b(1, 3, 768, 768, 768, 768);
+  ASSERT_GT(b.workspace_bytes(), gs::cpu::kMaxChunkBytes);
+  std::vector<float> dx, dgrid;
+  for (int threads : {1, 2, 3}) {
+    b.options.num_threads = threads;
+    std::fill(b.dx.begin(), b.dx.end(), 0.0f);
+    std::fill(b.dgrid.begin(), b.dgrid.end(), 0.0f);
+    b.run();
+    if (threads == 1) {
+      dx = b.dx;
+      dgrid = b.dgrid;
+      EXPECT_NE(std::count(dx.begin(), dx.end(), 0.0f), static_cast<std::ptrdiff_t>(dx.size()));
+    } else {
+      EXPECT_TRUE(same_bits(b.dx, dx)) << threads << " threads";
+      EXPECT_TRUE(same_bits(b.dgrid, dgrid)) << threads << " threads";
+    }
+  }
+}
+
 }  // namespace

@@ -245,11 +245,15 @@ BackwardPlan plan_backward(const Problem& p) {
   // Chunks cost memory that grows with the problem: their dx accumulators
   // and, interleaved, the input copy per (n, block) that they share, i.e.
   // (chunks + 1) times dx, where unchunked tasks need a task's worth per
-  // thread. Chunk only while that stays under kMaxChunkBytes. (Counted as if
-  // both outputs were wanted: chunks change dx's bits, which must not depend
-  // on the mask.)
+  // thread. Chunk only while that stays under kMaxChunkBytes, or, for a
+  // single task (which unchunked leaves every thread but one idle), in two
+  // chunks within kMaxSingleTaskChunkBytes. (Counted as if both outputs were
+  // wanted: chunks change dx's bits, which must not depend on the mask.)
   const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + (plan.lanes > 1 ? 1 : 0);
-  if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > chunk_bytes_limit(p)) chunks = 1;
+  if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > chunk_bytes_limit(p)) {
+    const uint64_t two_chunks = mul(mul(2 + (plan.lanes > 1 ? 1 : 0), plan.accumulator_elems), elem);
+    chunks = tasks == 1 && chunks >= 2 && two_chunks <= kMaxSingleTaskChunkBytes ? 2 : 1;
+  }
   plan.pixel_chunks = chunks;
   // A team no larger than the (n, block, chunk) tasks, so that every thread's
   // scratch serves a task. (The dgrid sums after several channel blocks, a

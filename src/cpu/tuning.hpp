@@ -41,5 +41,10 @@ constexpr int64_t kMinCopyStretch = 4096;
 // that the memory matters more (on 2 threads, dropping the chunks of
 // 4,32,256,256 cuts the backward's peak memory by 2.4x at no loss of speed).
 constexpr uint64_t kMaxChunkBytes = uint64_t{16} << 20;
+// ... except for a problem that is one (n, block) task: unchunked it runs on
+// one thread whatever the team, so it takes two chunks (one more set of dx
+// accumulators than unchunked) while their buffers take at most this. On 2
+// threads: 1,3,1024^2 backward 1.65x faster for 16 MiB more.
+constexpr uint64_t kMaxSingleTaskChunkBytes = uint64_t{64} << 20;
 
 }  // namespace gridsampler::cpu
