@@ -103,6 +103,51 @@ INSTANTIATE_TEST_SUITE_P(All, ForwardCopiesPaths,
                                                               DType::kFloat64)),
                          name);
 
+// The lane width the planner gives p's forward.
+int planned_lanes(const Problem& p, Layout layout) {
+  Tensor out(p.input.dtype(), {p.dims.n, p.dims.c, p.dims.out_h, p.dims.out_w}, layout);
+  gs::detail::Problem fp;
+  const gs::Status s = gs::detail::validate_forward(p.input.view(), p.grid.view(), out.mutable_view(), p.options, &fp);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return gs::cpu::plan_forward(fp).lanes;
+}
+
+// Exactly 8 channels take two narrow blocks from planar input where the
+// stencil is small (nearest, bilinear), one full block from channels-last
+// input or for bicubic. Each output value is its own lane's arithmetic, so
+// both widths give the same bits, on every target and dtype.
+TEST(ForwardCopies, EightChannelsGiveTheSameBitsInEitherBlockWidth) {
+  const Dims d{2, 8, 20, 23, 17, 19};
+  const int64_t targets = gs::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    uint64_t seed = 40;
+    for (Interpolation mode : {Interpolation::kNearest, Interpolation::kBilinear, Interpolation::kBicubic}) {
+      for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+        for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+          for (bool align : {false, true}) {
+            const Options opt{mode, pad, align};
+            const Problem planar = Problem::random(d, dtype, opt, seed++, 1.4);
+            const Problem last = planar.relayout(Layout::kChannelsLast);
+            const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
+                                     std::string(gs::to_string(dtype));
+            EXPECT_EQ(planned_lanes(planar, Layout::kContiguous),
+                      mode == Interpolation::kBicubic ? gs::cpu::kLanes : gs::cpu::kNarrowLanes)
+                << what;
+            EXPECT_EQ(planned_lanes(last, Layout::kChannelsLast), gs::cpu::kLanes) << what;
+            const Tensor want = run_forward(planar, Layout::kContiguous, ForwardCopies::kPerThread, 1);
+            const Tensor got =
+                run_forward(last, Layout::kChannelsLast, ForwardCopies::kPerThread, 2).relayout(Layout::kContiguous);
+            EXPECT_EQ(got.storage(), want.storage()) << what;
+          }
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
+
 // Volumes take the same driver with three grid components.
 TEST(ForwardCopies, VolumesSharedAndPrivateGiveTheSameBits) {
   for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {

@@ -40,6 +40,20 @@ uint64_t compute_size(DType dtype) { return dtype == DType::kFloat64 ? sizeof(do
 // line per tap then serves every channel, where planes would take one each).
 int lanes_for(int64_t channels) { return channels >= kLanes / 2 ? kLanes : kNarrowLanes; }
 
+// The forward's blocks. Exactly 8 channels leave half of a kLanes block
+// empty; as two narrow blocks they fill their lanes, and small stencils (up
+// to 4 taps: nearest, bilinear images) then work several pixels per vector.
+// That pays where the input is planar (its copy is a transposition either
+// way), not from channel-minor input (a straight copy into one block, split
+// into two otherwise). Each output value is computed by its own lane, so the
+// bits are the same for either width.
+int forward_lanes_for(const Problem& p) {
+  const bool small_stencil = p.options.interpolation == Interpolation::kNearest ||
+                             (p.options.interpolation == Interpolation::kBilinear && !p.volume);
+  if (p.c == kLanes / 2 && small_stencil && p.input_strides[1] != 1) return kNarrowLanes;
+  return lanes_for(p.c);
+}
+
 // Planar kernels read the input through flat taps (the builders' vector
 // form, and vector gathers) when its planes are dense rows and the flat
 // indices fit the gathers' index type; otherwise through strided taps.
@@ -116,7 +130,7 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
   // block's plane, as long as the copies stay reasonable.
   const uint64_t elem = compute_size(p.dtype);
   const auto slot = static_cast<uint64_t>(in_plane(p)) + 1;
-  const int lanes = lanes_for(p.c);
+  const int lanes = forward_lanes_for(p);
   const int64_t pixels = out_pixels(p);
   const int64_t plane = in_plane(p);
   const bool interleave = copies != ForwardCopies::kNone && !p.empty() && p.c >= 2 &&
