@@ -117,20 +117,15 @@ inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t 
     // Per pixel, the vectors of its row that hold missing lanes, masked: a
     // loop per missing lane (one scalar store per pixel and lane, a row
     // apart) took half of an 8-channel nearest backward.
+    // (Vectors of at most L lanes, so that whole vectors tile the row.)
     namespace hn = hwy::HWY_NAMESPACE;
-    const hn::ScalableTag<T> dt;
+    const hn::CappedTag<T, L> dt;
     const auto nt = static_cast<int>(hn::Lanes(dt));
-    if (L % nt == 0) {
-      for (int v = rows / nt * nt; v < L; v += nt) {
-        const auto keep = hn::FirstN(dt, static_cast<size_t>(std::max(rows - v, 0)));
-        for (int64_t q = 0; q < n; ++q) {
-          T* p = dst + q * L + v;
-          hn::StoreU(hn::IfThenElseZero(keep, hn::LoadU(dt, p)), dt, p);
-        }
-      }
-    } else {
-      for (int j = rows; j < L; ++j) {
-        for (int64_t q = 0; q < n; ++q) dst[q * L + j] = T(0);
+    for (int v = rows / nt * nt; v < L; v += nt) {
+      const auto keep = hn::FirstN(dt, static_cast<size_t>(std::max(rows - v, 0)));
+      for (int64_t q = 0; q < n; ++q) {
+        T* p = dst + q * L + v;
+        hn::StoreU(hn::IfThenElseZero(keep, hn::LoadU(dt, p)), dt, p);
       }
     }
   }

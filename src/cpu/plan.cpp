@@ -263,9 +263,10 @@ BackwardPlan plan_backward(const Problem& p) {
   // single task (which unchunked leaves every thread but one idle), in two
   // chunks within kMaxSingleTaskChunkBytes. (Counted as if both outputs were
   // wanted: chunks change dx's bits, which must not depend on the mask.)
-  const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + (plan.lanes > 1 ? 1 : 0);
+  const uint64_t values_copy = plan.lanes > 1 ? 1 : 0;
+  const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + values_copy;
   if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > chunk_bytes_limit(p)) {
-    const uint64_t two_chunks = mul(mul(2 + (plan.lanes > 1 ? 1 : 0), plan.accumulator_elems), elem);
+    const uint64_t two_chunks = mul(mul(2 + values_copy, plan.accumulator_elems), elem);
     chunks = tasks == 1 && chunks >= 2 && two_chunks <= kMaxSingleTaskChunkBytes ? 2 : 1;
   }
   plan.pixel_chunks = chunks;
