@@ -123,10 +123,15 @@ void check_builder(BuildTileFn build, Rng& rng, int64_t in_h, int64_t in_w, int6
                                     "dense_out", dense_out)("pixel", q)("gx", gx)("gy", gy)
                                     .str();
       const int64_t out_off = dense_out ? q : h * src.out_strides[2] + w * src.out_strides[3];
-      ASSERT_EQ(tile->out_off[i], out_off) << where;
+      if (!dense_out || i == 0) {
+        ASSERT_EQ(tile->out_off[i], out_off) << where;
+      }
       ASSERT_EQ(tile->out_dense, dense_out) << where;
-      ASSERT_TRUE(same_bits(tile->mult[0][i], s.mult_x)) << where << tile->mult[0][i] << " vs " << s.mult_x;
-      ASSERT_TRUE(same_bits(tile->mult[1][i], s.mult_y)) << where << tile->mult[1][i] << " vs " << s.mult_y;
+      // Without derivatives (a forward) the multipliers may be left unwritten.
+      if (derivatives) {
+        ASSERT_TRUE(same_bits(tile->mult[0][i], s.mult_x)) << where << tile->mult[0][i] << " vs " << s.mult_x;
+        ASSERT_TRUE(same_bits(tile->mult[1][i], s.mult_y)) << where << tile->mult[1][i] << " vs " << s.mult_y;
+      }
       for (int k = 0; k < K; ++k) {
         const bool ok = s.valid[k];
         const std::string tap = where + " tap=" + std::to_string(k);
@@ -221,8 +226,13 @@ void check_builder_3d(BuildTileFn build, Rng& rng, const int64_t in[3], int64_t 
                                     "in", in[0])("x", in[1])("x", in[2])("dense_grid", dense_grid)(
                                     "derivatives", derivatives)("voxel", q)("gx", gx)("gy", gy)("gz", gz)
                                     .str();
-      ASSERT_EQ(tile->out_off[i], q) << where;
-      for (int c = 0; c < 3; ++c) ASSERT_TRUE(same_bits(tile->mult[c][i], s.mult[c])) << where << " mult " << c;
+      ASSERT_TRUE(tile->out_dense) << where;
+      if (i == 0) {
+        ASSERT_EQ(tile->out_off[i], q) << where;  // (dense: the rest follow)
+      }
+      for (int c = 0; c < 3 && derivatives; ++c) {
+        ASSERT_TRUE(same_bits(tile->mult[c][i], s.mult[c])) << where << " mult " << c;
+      }
       for (int k = 0; k < K; ++k) {
         const bool ok = s.valid[k];
         const std::string tap = where + " tap=" + std::to_string(k);

@@ -142,7 +142,8 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   T* dg_partials = reinterpret_cast<T*>(ws + plan.dgrid_partials);
   T* values = reinterpret_cast<T*>(ws + plan.values);
   T* scratch = reinterpret_cast<T*>(ws + plan.scratch);
-  const TileSource src = tile_source(p, grid, grad.strides, input.strides, true, !plan.flat_taps);
+  // Weight derivatives and multipliers serve dgrid alone.
+  const TileSource src = tile_source(p, grid, grad.strides, input.strides, want_dgrid, !plan.flat_taps);
   // One channel through fused tiles (plan.hpp) when the grid and grad are
   // dense as well.
   const Shape4& gs = grad.strides;

@@ -69,6 +69,8 @@ inline void put_stencil(const Stencil<T, K>& s, int64_t i, int64_t plane, int64_
 // takes the scalar policy for them; when `vector_ok` is false (reflection
 // on an empty span, a 1-pixel axis with align_corners, or a huge axis,
 // where the fold would divide by zero or lose exactness) every lane must.
+// With kMult false the multipliers are not made (*mult is left alone): a
+// forward has no use for them.
 template <Padding P, bool kAlign, class D>
 struct SourceIndexLanes {
   using T = hwy::HWY_NAMESPACE::TFromD<D>;
@@ -103,25 +105,26 @@ struct SourceIndexLanes {
     return hn::IfThenElseZero(positive, hn::IfThenElse(high, last, in));
   }
 
+  template <bool kMult = true>
   V operator()(V c, V* mult, M* fast) const {
     namespace hn = hwy::HWY_NAMESPACE;
     const V in = kAlign ? hn::Mul(hn::Mul(hn::Add(c, one), half), last)
                         : hn::Mul(hn::Sub(hn::Mul(hn::Add(c, one), hn::Set(d, static_cast<T>(size))), one), half);
     if constexpr (P == Padding::kZeros) {
-      *mult = slope;
+      if constexpr (kMult) *mult = slope;
       *fast = hn::FirstN(d, hn::Lanes(d));
       return in;
     } else if constexpr (P == Padding::kBorder) {
       V clip_slope;
       const V out = clip(in, &clip_slope);
-      *mult = hn::Mul(slope, clip_slope);
+      if constexpr (kMult) *mult = hn::Mul(slope, clip_slope);
       *fast = hn::FirstN(d, hn::Lanes(d));
       return out;
     } else {
-      V dist = hn::Sub(in, low);
-      const auto negative = hn::Lt(dist, zero);
-      const V sign = hn::IfThenElse(negative, hn::Set(d, T(-1)), one);
-      dist = hn::IfThenElse(negative, hn::Neg(dist), dist);
+      const V signed_dist = hn::Sub(in, low);
+      // |d|: the policy negates negative distances; -0 becoming +0 here
+      // changes no result (the folded coordinate is then 0 + low either way).
+      V dist = hn::Abs(signed_dist);
       // Inside one span (most coordinates) no fold is needed: the flip count
       // floor(dist / span) is then 0, since a quotient of two values of T
       // below 1 rounds to at most 1 - 2^-digits, never up to 1. So the full
@@ -130,42 +133,59 @@ struct SourceIndexLanes {
         *fast = hn::FirstN(d, hn::Lanes(d));
         V clip_slope;
         const V out = clip(hn::Add(dist, low), &clip_slope);
-        *mult = hn::Mul(slope, hn::Mul(sign, clip_slope));
+        if constexpr (kMult) *mult = hn::Mul(slope, hn::Mul(sign_of(signed_dist), clip_slope));
         return out;
       }
       // Not (dist < limit): NaN and infinities included.
       *fast = hn::Lt(dist, limit);
       dist = hn::IfThenElseZero(*fast, dist);
+      // With k = floor(q'), q' the rounded quotient: d / span >= k + 1 would
+      // round to at least k + 1, so d - k * span < span; and q' exceeds the
+      // exact quotient by less than 1, so d - k * span > -span, and one
+      // correction gives fmod's [0, span). Below one span k is 0 and the
+      // remainder d itself, as the policy takes it.
       const V flips = hn::Floor(hn::Div(dist, span));
       V extra = hn::Sub(dist, hn::Mul(flips, span));
       extra = hn::IfThenElse(hn::Lt(extra, zero), hn::Add(extra, span), extra);
-      extra = hn::IfThenElse(hn::Ge(extra, span), hn::Sub(extra, span), extra);
-      extra = hn::IfThenElse(hn::Lt(dist, span), dist, extra);
       // Parity of the flip count (an integer below 2^22).
       const hn::RebindToSigned<D> di;
       const auto odd_i = hn::And(hn::ConvertTo(di, flips), hn::Set(di, 1));
       const auto odd = hn::RebindMask(d, hn::Eq(odd_i, hn::Set(di, 1)));
       const V folded = hn::Add(hn::IfThenElse(odd, hn::Sub(span, extra), extra), low);
-      const V fold_slope = hn::IfThenElse(odd, hn::Neg(sign), sign);
       V clip_slope;
       const V out = clip(folded, &clip_slope);
-      *mult = hn::Mul(slope, hn::Mul(fold_slope, clip_slope));
+      if constexpr (kMult) {
+        const V sign = sign_of(signed_dist);
+        const V fold_slope = hn::IfThenElse(odd, hn::Neg(sign), sign);
+        *mult = hn::Mul(slope, hn::Mul(fold_slope, clip_slope));
+      }
       return out;
     }
+  }
+
+  // -1 where the distance from the low end is negative, else +1 (the
+  // policy's reflection slope before any flip).
+  V sign_of(V signed_dist) const {
+    namespace hn = hwy::HWY_NAMESPACE;
+    return hn::IfThenElse(hn::Lt(signed_dist, zero), hn::Set(d, T(-1)), one);
   }
 };
 
 // The same over a tile's pixels (g and out hold kTile values; lanes past
 // `count` are computed and ignored), with the scalar policy where the
-// vector form cannot be exact.
-template <Padding P, bool kAlign, class T>
+// vector form cannot be exact; the multipliers too when kMult.
+template <Padding P, bool kAlign, bool kMult, class T>
 inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* mult) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<T> d;
   const int n = static_cast<int>(hn::Lanes(d));
   const SourceIndexLanes<P, kAlign, hn::ScalableTag<T>> axis(d, size);
   auto scalar_lanes = [&](int from, int to) {
-    for (int l = from; l < to; ++l) out[l] = coords::source_index<P>(g[l], size, kAlign, &mult[l]);
+    for (int l = from; l < to; ++l) {
+      T m;
+      out[l] = coords::source_index<P>(g[l], size, kAlign, &m);
+      if constexpr (kMult) mult[l] = m;
+    }
   };
   for (int i = 0; i < count; i += n) {
     if (!axis.vector_ok) {
@@ -174,8 +194,8 @@ inline void source_index_lanes(const T* g, int count, int64_t size, T* out, T* m
     }
     hn::Mask<hn::ScalableTag<T>> fast;
     hn::Vec<hn::ScalableTag<T>> m;
-    hn::StoreU(axis(hn::LoadU(d, g + i), &m, &fast), d, out + i);
-    hn::StoreU(m, d, mult + i);
+    hn::StoreU(axis.template operator()<kMult>(hn::LoadU(d, g + i), &m, &fast), d, out + i);
+    if constexpr (kMult) hn::StoreU(m, d, mult + i);
     if (!hn::AllTrue(d, fast)) scalar_lanes(i, std::min(count, i + n));
   }
 }
@@ -306,7 +326,7 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
 // nearbyint).
 template <class T>
 inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h, int64_t in_w,
-                               Tile<T, 1>* t) {
+                               bool derivatives, bool wide, Tile<T, 1>* t) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<T> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -323,10 +343,11 @@ inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h
     const auto index = tap_index<T>(di, hn::IfThenElseZero(valid, ry), hn::IfThenElseZero(valid, rx), in_w);
     hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out + i);
     hn::StoreU(hn::IfThenElseZero(valid, one), df, t->w[0] + i);
+    if (!derivatives) continue;
     hn::StoreU(zero, df, t->dw[0][0] + i);
     hn::StoreU(zero, df, t->dw[1][0] + i);
   }
-  widen_indices(count, t);
+  if (wide) widen_indices(count, t);
 }
 
 // One axis of the cubic vector builders (bicubic here, tricubic in
@@ -503,7 +524,7 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
   }
   t->out_dense = out_strides[3] == 1 && out_strides[2] == p.out_w;
   if (t->out_dense) {
-    for (int64_t i = 0; i < count; ++i) t->out_off[i] = p0 + i;
+    t->out_off[0] = p0;  // (the rest follow; kernels read only the first)
   } else {
     int64_t h = p0 / p.out_w, w = p0 % p.out_w;
     for (int64_t i = 0; i < count; ++i, ++w) {
@@ -521,8 +542,13 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
 #if HWY_TARGET != HWY_SCALAR
     std::fill(gx + count, gx + kTile, T(0));
     std::fill(gy + count, gy + kTile, T(0));
-    source_index_lanes<P, kAlign>(gx, static_cast<int>(count), p.in_w, ix, t->mult[0]);
-    source_index_lanes<P, kAlign>(gy, static_cast<int>(count), p.in_h, iy, t->mult[1]);
+    if (p.derivatives) {
+      source_index_lanes<P, kAlign, true>(gx, static_cast<int>(count), p.in_w, ix, t->mult[0]);
+      source_index_lanes<P, kAlign, true>(gy, static_cast<int>(count), p.in_h, iy, t->mult[1]);
+    } else {
+      source_index_lanes<P, kAlign, false>(gx, static_cast<int>(count), p.in_w, ix, t->mult[0]);
+      source_index_lanes<P, kAlign, false>(gy, static_cast<int>(count), p.in_h, iy, t->mult[1]);
+    }
 #else
     for (int64_t i = 0; i < count; ++i) {
       ix[i] = coords::source_index<P>(gx[i], p.in_w, kAlign, &t->mult[0][i]);
@@ -539,7 +565,7 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
         if constexpr (M == Interpolation::kBilinear) {
           bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, p.derivatives, p.wide_indices, t);
         } else {
-          nearest_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, t);
+          nearest_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, p.derivatives, p.wide_indices, t);
         }
         return;
       }

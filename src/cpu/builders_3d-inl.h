@@ -144,7 +144,7 @@ inline void trilinear_taps_lanes(const T* ix, const T* iy, const T* iz, int coun
 // The nearest tap likewise (rounding half to even, as nearbyint).
 template <class T>
 inline void nearest_taps_lanes_3d(const T* ix, const T* iy, const T* iz, int count, int64_t in_d, int64_t in_h,
-                                  int64_t in_w, Tile<T, 1, 3>* t) {
+                                  int64_t in_w, bool derivatives, bool wide, Tile<T, 1, 3>* t) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<T> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -170,9 +170,10 @@ inline void nearest_taps_lanes_3d(const T* ix, const T* iy, const T* iz, int cou
     }
     hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out + i);
     hn::StoreU(hn::IfThenElseZero(valid, one), df, t->w[0] + i);
+    if (!derivatives) continue;
     for (int g = 0; g < 3; ++g) hn::StoreU(zero, df, t->dw[g][0] + i);
   }
-  widen_indices(count, t);
+  if (wide) widen_indices(count, t);
 }
 
 // The tricubic taps of a tile's grid values: bicubic_taps_lanes
@@ -277,7 +278,7 @@ void fill_tile_3d(const TileSource& p, int64_t n, int64_t p0, int64_t count, Til
   }
   t->out_dense = out_strides[3] == 1 && out_strides[2] == p.out_w;
   if (t->out_dense) {
-    for (int64_t i = 0; i < count; ++i) t->out_off[i] = p0 + i;
+    t->out_off[0] = p0;  // (the rest follow; kernels read only the first)
   } else {
     int64_t h = p0 / p.out_w, w = p0 % p.out_w;
     for (int64_t i = 0; i < count; ++i, ++w) {
@@ -294,7 +295,11 @@ void fill_tile_3d(const TileSource& p, int64_t n, int64_t p0, int64_t count, Til
 #if HWY_TARGET != HWY_SCALAR
     for (int c = 0; c < 3; ++c) {
       std::fill(g[c] + count, g[c] + kTile, T(0));
-      source_index_lanes<P, kAlign>(g[c], static_cast<int>(count), size[2 - c], ic[c], t->mult[c]);
+      if (p.derivatives) {
+        source_index_lanes<P, kAlign, true>(g[c], static_cast<int>(count), size[2 - c], ic[c], t->mult[c]);
+      } else {
+        source_index_lanes<P, kAlign, false>(g[c], static_cast<int>(count), size[2 - c], ic[c], t->mult[c]);
+      }
     }
     if constexpr (!kStrided) {
       constexpr bool kFloat = std::is_same_v<T, float>;
@@ -305,7 +310,8 @@ void fill_tile_3d(const TileSource& p, int64_t n, int64_t p0, int64_t count, Til
           trilinear_taps_lanes(ic[0], ic[1], ic[2], static_cast<int>(count), p.in_d, p.in_h, p.in_w, p.derivatives,
                                p.wide_indices, t);
         } else {
-          nearest_taps_lanes_3d(ic[0], ic[1], ic[2], static_cast<int>(count), p.in_d, p.in_h, p.in_w, t);
+          nearest_taps_lanes_3d(ic[0], ic[1], ic[2], static_cast<int>(count), p.in_d, p.in_h, p.in_w, p.derivatives,
+                                p.wide_indices, t);
         }
         return;
       }

@@ -33,7 +33,9 @@ struct Tile {
   // Taps 2j + 1 are the right-hand neighbours of taps 2j (same row, next
   // column), so that a kernel may read them as pairs (flat form).
   bool pairs = false;
-  int64_t out_off[kTile];  // pixel offset in a grad/output channel plane
+  // Pixel offset in a grad/output channel plane; where out_dense only
+  // out_off[0] (= p0) is set, and pixel i is at out_off[0] + i.
+  int64_t out_off[kTile];
   int64_t in_off[K][kTile];  // strided input offset (strided form only)
   int64_t acc[K][kTile];     // flat index: y * Win + x (volumes: (z * Hin + y) * Win + x), or `plane` when invalid
   // The flat index again as int32, for float gathers, which take 32-bit
@@ -68,7 +70,8 @@ struct TileSource {
   Shape4 out_strides{};  // of the grad (backward) or output (forward): for out_off
   Shape4 in_strides{};   // of the input: for in_off (strided form)
   int64_t in_d = 1, in_h = 0, in_w = 0, out_w = 0;
-  // Whether the weights' derivatives (dw) are wanted: a forward has no use
+  // Whether the weights' derivatives (dw) and the coordinates' multipliers
+  // (mult) are wanted: a forward, or a backward without dgrid, has no use
   // for them, and the vector builders then skip them. (The scalar stencil
   // makes them anyway.)
   bool derivatives = true;
