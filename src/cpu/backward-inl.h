@@ -143,7 +143,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   T* values = reinterpret_cast<T*>(ws + plan.values);
   T* scratch = reinterpret_cast<T*>(ws + plan.scratch);
   // Weight derivatives and multipliers serve dgrid alone.
-  const TileSource src = tile_source(p, grid, grad.strides, input.strides, want_dgrid, !plan.flat_taps);
+  const TileSource src = tile_source(p, grid, grad.strides, input.strides, want_dgrid, /*wide_indices=*/false);
   // One channel through fused tiles (plan.hpp) when the grid and grad are
   // dense as well.
   const Shape4& gs = grad.strides;

@@ -42,7 +42,7 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   S* out = static_cast<S*>(output.data);
   const Shape4& is = input.strides;
   const Shape4& os = output.strides;
-  const TileSource src = tile_source(p, grid, os, is, false, !plan.flat_taps);
+  const TileSource src = tile_source(p, grid, os, is, /*derivatives=*/false, /*wide_indices=*/false);
   // One channel plane or volume through fused tiles (plan.hpp) when the
   // grid and output are dense as well, in runs of kFusedRun pixels. (Each
   // output value depends on its pixel alone: the split changes no bits.)
@@ -88,7 +88,7 @@ void forward_interleaved(const ForwardPlan& plan, const TensorView& input, const
   const int64_t blocks = plan.blocks, ranges = plan.ranges, range = plan.range_pixels;
   S* out = static_cast<S*>(output.data);
   const Shape4& os = output.strides;
-  const TileSource src = tile_source(p, grid, os, input.strides, false, !plan.flat_taps);
+  const TileSource src = tile_source(p, grid, os, input.strides, /*derivatives=*/false, /*wide_indices=*/false);
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K, G>>();
@@ -132,7 +132,7 @@ void forward_interleaved_shared(const ForwardPlan& plan, const TensorView& input
   const int64_t stretches = std::max<int64_t>((plane + stretch - 1) / stretch, 1);
   S* out = static_cast<S*>(output.data);
   const Shape4& os = output.strides;
-  const TileSource src = tile_source(p, grid, os, input.strides, false, !plan.flat_taps);
+  const TileSource src = tile_source(p, grid, os, input.strides, /*derivatives=*/false, /*wide_indices=*/false);
   T* values = static_cast<T*>(copies);
 #pragma omp parallel num_threads(plan.threads)
   {

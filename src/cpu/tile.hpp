@@ -76,8 +76,10 @@ struct TileSource {
   // makes them anyway.)
   bool derivatives = true;
   // Whether float tiles' flat indices are wanted as int64 (acc) as well as
-  // int32 (acc32): the interleaved kernels read acc; planar kernels on dense
-  // planes read acc32 only, and the builders then skip the widening.
+  // int32 (acc32). The first-order kernels read flat indices as int32 for
+  // float (planar gathers and interleaved blocks alike), so their drivers
+  // skip the widening; the double backward asks for it. (The strided form
+  // always has acc.)
   bool wide_indices = true;
 };
 
