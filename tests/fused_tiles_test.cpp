@@ -7,8 +7,8 @@
 // thousands of times), beyond the vector fold's limit, and with NaN,
 // infinities, huge values and lattice points; planes of 1, 2 and more
 // pixels, tiny outputs, partial tiles, and an image (a volume) large enough
-// that its pixels are split into chunks. Which plans take fused tiles is
-// checked too.
+// that its pixels are split into chunks; bilinear (trilinear) and, for the
+// forward, nearest. Which plans take fused tiles is checked too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -101,13 +101,15 @@ Outputs run_plans(const Problem& p, gs::OutputMask mask, bool fused, int threads
   EXPECT_TRUE(s.ok()) << s.message();
   gs::cpu::ForwardPlan forward = gs::cpu::plan_forward(fp);
   EXPECT_EQ(forward.fused != nullptr, vector_target);
+  // Nearest has fused tiles in the forward only.
+  const bool fused_backward = vector_target && opt.interpolation == Interpolation::kBilinear;
   if (!fused) forward.fused = nullptr;
   gs::cpu::run_forward(forward, p.input.view(), p.grid.view(), o.out.mutable_view());
   s = gs::detail::validate_backward(p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
                                     o.dgrid.mutable_view(), opt, mask, &bp);
   EXPECT_TRUE(s.ok()) << s.message();
   gs::cpu::BackwardPlan backward = gs::cpu::plan_backward(bp);
-  EXPECT_EQ(backward.fused != nullptr, vector_target);
+  EXPECT_EQ(backward.fused != nullptr, fused_backward);
   if (!fused) backward.fused = nullptr;
   std::vector<unsigned char> workspace(backward.workspace_bytes);
   gs::cpu::run_backward(backward, p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
@@ -115,12 +117,12 @@ Outputs run_plans(const Problem& p, gs::OutputMask mask, bool fused, int threads
   return o;
 }
 
-using Param = std::tuple<Padding, bool, DType>;
+using Param = std::tuple<Interpolation, Padding, bool, DType>;
 class FusedTiles : public ::testing::TestWithParam<Param> {};
 
 TEST_P(FusedTiles, SameBitsAsBuildersAndMicrokernels) {
-  const auto [pad, align, dtype] = GetParam();
-  const Options opt{Interpolation::kBilinear, pad, align};
+  const auto [mode, pad, align, dtype] = GetParam();
+  const Options opt{mode, pad, align};
   const int64_t targets = gs::cpu::available_targets();
   for (int64_t t = targets; t != 0; t &= t - 1) {
     const int64_t target = t & -t;
@@ -157,12 +159,14 @@ TEST_P(FusedTiles, SameBitsAsBuildersAndMicrokernels) {
 }
 
 std::string name(const ::testing::TestParamInfo<Param>& info) {
-  const auto [pad, align, dtype] = info.param;
-  return std::string(gs::to_string(pad)) + (align ? "_align_" : "_") + std::string(gs::to_string(dtype));
+  const auto [mode, pad, align, dtype] = info.param;
+  return std::string(gs::to_string(mode)) + "_" + std::string(gs::to_string(pad)) + (align ? "_align_" : "_") +
+         std::string(gs::to_string(dtype));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, FusedTiles,
-                         ::testing::Combine(::testing::Values(Padding::kZeros, Padding::kBorder,
+                         ::testing::Combine(::testing::Values(Interpolation::kBilinear, Interpolation::kNearest),
+                                            ::testing::Values(Padding::kZeros, Padding::kBorder,
                                                               Padding::kReflection),
                                             ::testing::Bool(),
                                             ::testing::Values(DType::kFloat32, DType::kFloat64)),
@@ -193,6 +197,7 @@ VolOutputs run_volume_plans(const VolProblem& p, gs::OutputMask mask, bool fused
   EXPECT_TRUE(s.ok()) << s.message();
   gs::cpu::ForwardPlan forward = gs::cpu::plan_forward_3d(fp, p.input.view());
   EXPECT_EQ(forward.fused != nullptr, vector_target);
+  const bool fused_backward = vector_target && opt.interpolation == Interpolation::kBilinear;
   if (!fused) forward.fused = nullptr;
   s = gs::cpu::run_forward_3d(forward, p.input.view(), p.grid.view(), o.out.mutable_view());
   EXPECT_TRUE(s.ok()) << s.message();
@@ -200,7 +205,7 @@ VolOutputs run_volume_plans(const VolProblem& p, gs::OutputMask mask, bool fused
                                        o.dgrid.mutable_view(), opt, mask, &bp);
   EXPECT_TRUE(s.ok()) << s.message();
   gs::cpu::BackwardPlan backward = gs::cpu::plan_backward_3d(bp, p.input.view(), o.dx.mutable_view());
-  EXPECT_EQ(backward.fused != nullptr, vector_target);
+  EXPECT_EQ(backward.fused != nullptr, fused_backward);
   if (!fused) backward.fused = nullptr;
   std::vector<unsigned char> workspace(backward.workspace_bytes);
   s = gs::cpu::run_backward_3d(backward, p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
@@ -212,8 +217,8 @@ VolOutputs run_volume_plans(const VolProblem& p, gs::OutputMask mask, bool fused
 class FusedVolumeTiles : public ::testing::TestWithParam<Param> {};
 
 TEST_P(FusedVolumeTiles, SameBitsAsBuildersAndMicrokernels) {
-  const auto [pad, align, dtype] = GetParam();
-  const Options opt{Interpolation::kBilinear, pad, align};
+  const auto [mode, pad, align, dtype] = GetParam();
+  const Options opt{mode, pad, align};
   const double inf = std::numeric_limits<double>::infinity();
   const double specials[] = {std::nan(""), inf, -inf, 1e30, -1.0, 1.0, 0.0, 3e6};
   const int64_t targets = gs::cpu::available_targets();
@@ -254,7 +259,8 @@ TEST_P(FusedVolumeTiles, SameBitsAsBuildersAndMicrokernels) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, FusedVolumeTiles,
-                         ::testing::Combine(::testing::Values(Padding::kZeros, Padding::kBorder,
+                         ::testing::Combine(::testing::Values(Interpolation::kBilinear, Interpolation::kNearest),
+                                            ::testing::Values(Padding::kZeros, Padding::kBorder,
                                                               Padding::kReflection),
                                             ::testing::Bool(),
                                             ::testing::Values(DType::kFloat32, DType::kFloat64)),
@@ -275,17 +281,21 @@ gs::detail::Problem dense(int64_t c, DType dtype, Interpolation mode, bool volum
   return p;
 }
 
-TEST(FusedTilesPlan, TakenForOneDenseBilinearPlaneInTheComputeType) {
+TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
   const bool vector_target = gs::cpu::current_target() != HWY_SCALAR;
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
     EXPECT_EQ(gs::cpu::plan_forward(dense(1, dtype, Interpolation::kBilinear)).fused != nullptr, vector_target);
     EXPECT_EQ(gs::cpu::plan_backward(dense(1, dtype, Interpolation::kBilinear)).fused != nullptr, vector_target);
+    // Nearest: the forward alone.
+    EXPECT_EQ(gs::cpu::plan_forward(dense(1, dtype, Interpolation::kNearest)).fused != nullptr, vector_target);
+    EXPECT_EQ(gs::cpu::plan_backward(dense(1, dtype, Interpolation::kNearest)).fused, nullptr);
   }
   // Not for 16-bit storage, other modes, several channels or strided planes.
   EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat16, Interpolation::kBilinear)).fused, nullptr);
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kBFloat16, Interpolation::kBilinear)).fused, nullptr);
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBicubic)).fused, nullptr);
-  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kNearest)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kBicubic)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat16, Interpolation::kNearest)).fused, nullptr);
   EXPECT_EQ(gs::cpu::plan_backward(dense(2, DType::kFloat32, Interpolation::kBilinear)).fused, nullptr);
   gs::detail::Problem strided = dense(1, DType::kFloat32, Interpolation::kBilinear);
   strided.input_strides = {1200, 1200, 40, 1};
@@ -293,7 +303,9 @@ TEST(FusedTilesPlan, TakenForOneDenseBilinearPlaneInTheComputeType) {
   // Volumes: trilinear likewise.
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBilinear, true)).fused != nullptr,
             vector_target);
-  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused != nullptr,
+            vector_target);
+  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused, nullptr);
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ struct KernelTable {
   FusedBackwardFn fused_backward[3][2] = {};
   FusedForwardFn fused_forward_3d[3][2] = {};
   FusedBackwardFn fused_backward_3d[3][2] = {};
+  // ... and nearest ones (the forward alone: nearest's backward is a
+  // scatter of grad, which the planar kernels do as well).
+  FusedForwardFn fused_forward_nearest[3][2] = {};
+  FusedForwardFn fused_forward_nearest_3d[3][2] = {};
   // The double backward's channel loop by grid components (images,
   // volumes), SecondOrderTerms and whether d_input is scattered.
   SecondOrderFn second_order[2][3][2] = {};

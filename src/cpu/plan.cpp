@@ -71,18 +71,20 @@ bool flat_taps(const Problem& p) {
 }
 
 // Fused tiles (fused-inl.h) apply to one dense channel plane (volume)
-// sampled bilinearly (trilinearly) in the compute type, where the builders'
+// sampled bilinearly (trilinearly), or by nearest in the forward, in the
+// compute type, where the builders'
 // vector taps are exact: axes of at most 2^24 pixels for float, 2^53 for
 // double, and flat indices up to plane + Hin * Win + Win within the
 // gathers' index type (flat_taps has checked plane + Win).
-bool fused_applies(const Problem& p, int lanes, bool flat) {
+bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
   const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
   const int64_t exact = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 24;
   const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
   const bool axes = p.in_w <= exact && p.in_h <= exact && p.in_d <= exact;
   const bool indices = !p.volume || in_plane(p) + p.in_h * p.in_w + p.in_w < limit;
-  const bool linear = p.options.interpolation == Interpolation::kBilinear;
-  return p.c == 1 && lanes == 1 && flat && compute_type && linear && axes && indices;
+  const Interpolation mode = p.options.interpolation;
+  const bool fusable = mode == Interpolation::kBilinear || (forward && mode == Interpolation::kNearest);
+  return p.c == 1 && lanes == 1 && flat && compute_type && fusable && axes && indices;
 }
 
 // The table entry of a problem's padding and align_corners.
@@ -186,8 +188,10 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
   plan.fn = (p.volume ? table.forward_3d : table.forward)[mode][static_cast<int>(path_of(plan.lanes))];
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
-  if (fused_applies(p, plan.lanes, plan.flat_taps)) {
-    plan.fused = fused_entry(p, table.fused_forward, table.fused_forward_3d);
+  if (fused_applies(p, plan.lanes, plan.flat_taps, true)) {
+    plan.fused = p.options.interpolation == Interpolation::kNearest
+                     ? fused_entry(p, table.fused_forward_nearest, table.fused_forward_nearest_3d)
+                     : fused_entry(p, table.fused_forward, table.fused_forward_3d);
   }
   return plan;
 }
@@ -325,7 +329,7 @@ BackwardPlan plan_backward(const Problem& p) {
                                                             [static_cast<int>(path_of(plan.lanes))];
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
-  if (fused_applies(p, plan.lanes, plan.flat_taps)) {
+  if (fused_applies(p, plan.lanes, plan.flat_taps, false)) {
     plan.fused = fused_entry(p, table.fused_backward, table.fused_backward_3d);
   }
   return plan;
