@@ -351,8 +351,9 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
 
 // The forward of output pixels [p0, p0 + count) of image (volume) n in one
 // channel: op[p0 + i] = sum over taps of w * value, in tap order from 0 (as
-// forward_channel).
-template <class T, Padding P, bool kAlign, int G>
+// forward_channel). kNearest: the nearest tap alone, 0 + w * value with
+// w = 1 where it is valid, one gather per vector.
+template <class T, Padding P, bool kAlign, int G, bool kNearest = false>
 void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input, void* output) {
   namespace hn = hwy::HWY_NAMESPACE;
   using D = hn::ScalableTag<T>;
@@ -365,40 +366,24 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
   const FusedStencil<P, kAlign, D, G> stencil(d, src);
   constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   const int c = static_cast<int>(count);
-  WindowBackoff windows(kWindowReads<T> && plane >= 2 * lanes);
+  WindowBackoff windows(!kNearest && kWindowReads<T> && plane >= 2 * lanes);
   for (int i = 0; i < c; i += lanes) {
-    hn::Vec<D> mult[G], v[K];
-    const auto t = stencil(g, i, c, mult);
-    fused_values(d, t, std::min(lanes, c - i), ip, plane, src.in_w, in_hw, &windows, v);
-    auto acc = hn::Zero(d);
-    for (int k = 0; k < K; ++k) acc = hn::Add(acc, hn::Mul(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k]));
-    store_lanes_n(d, acc, c - i, op + i);
-  }
-}
-
-// The nearest forward of the same pixels: op[p0 + i] = 0 + w * value with
-// w = 1 where the tap is valid (as forward_channel adds it), one gather per
-// vector.
-template <class T, Padding P, bool kAlign, int G>
-void forward_fused_nearest(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input,
-                           void* output) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  using D = hn::ScalableTag<T>;
-  const D d;
-  const int lanes = static_cast<int>(hn::Lanes(d));
-  const T* g = static_cast<const T*>(src.grid) + n * src.grid_strides[0] + G * p0;
-  const T* ip = static_cast<const T*>(input);
-  T* op = static_cast<T*>(output) + p0;
-  const FusedStencil<P, kAlign, D, G> stencil(d, src);
-  const auto one = hn::Set(d, T(1));
-  const int c = static_cast<int>(count);
-  for (int i = 0; i < c; i += lanes) {
-    hn::Vec<D> mult[G], x[G];
-    stencil.padded(g, i, c, mult, x);
-    const NearestLanes<D, G> t = nearest_lanes<D, G>(d, x, stencil.size);
-    const auto v = hn::IfThenElseZero(t.valid, hn::GatherIndex(d, ip, t.index));
-    const auto out = hn::Add(hn::Zero(d), hn::Mul(hn::IfThenElseZero(t.valid, one), v));
-    store_lanes_n(d, out, c - i, op + i);
+    hn::Vec<D> mult[G];
+    if constexpr (kNearest) {
+      hn::Vec<D> x[G];
+      stencil.padded(g, i, c, mult, x);
+      const NearestLanes<D, G> t = nearest_lanes<D, G>(d, x, stencil.size);
+      const auto v = hn::IfThenElseZero(t.valid, hn::GatherIndex(d, ip, t.index));
+      const auto out = hn::Add(hn::Zero(d), hn::Mul(hn::IfThenElseZero(t.valid, hn::Set(d, T(1))), v));
+      store_lanes_n(d, out, c - i, op + i);
+    } else {
+      hn::Vec<D> v[K];
+      const auto t = stencil(g, i, c, mult);
+      fused_values(d, t, std::min(lanes, c - i), ip, plane, src.in_w, in_hw, &windows, v);
+      auto acc = hn::Zero(d);
+      for (int k = 0; k < K; ++k) acc = hn::Add(acc, hn::Mul(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k]));
+      store_lanes_n(d, acc, c - i, op + i);
+    }
   }
 }
 
@@ -523,8 +508,8 @@ void fill_fused(KernelTable* table) {
     table->fused_backward[p][a] = &backward_fused<S, P, kAlign, 2>;
     table->fused_forward_3d[p][a] = &forward_fused<S, P, kAlign, 3>;
     table->fused_backward_3d[p][a] = &backward_fused<S, P, kAlign, 3>;
-    table->fused_forward_nearest[p][a] = &forward_fused_nearest<S, P, kAlign, 2>;
-    table->fused_forward_nearest_3d[p][a] = &forward_fused_nearest<S, P, kAlign, 3>;
+    table->fused_forward_nearest[p][a] = &forward_fused<S, P, kAlign, 2, true>;
+    table->fused_forward_nearest_3d[p][a] = &forward_fused<S, P, kAlign, 3, true>;
   }
 }
 
