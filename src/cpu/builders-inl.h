@@ -322,30 +322,82 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
   if (wide) widen_indices(count, t);
 }
 
-// The nearest taps likewise (the same shortcuts; rounding half to even like
-// nearbyint).
-template <class T>
-inline void nearest_taps_lanes(const T* ix, const T* iy, int count, int64_t in_h, int64_t in_w,
-                               bool derivatives, bool wide, Tile<T, 1>* t) {
+// The nearest tap of a vector of padded coordinates x[G] (x, y[, z]) in an
+// image (volume) of size[] = {Win, Hin, Din} pixels: rounded half to even
+// like nearbyint, valid inside, and its flat index (y * Win + x, or
+// (z * Hin + y) * Win + x), 0 where invalid. The same shortcuts as
+// bilinear_lanes. Shared by the nearest builders and the fused forward;
+// made once per tile, like SourceIndexLanes, so that its constants stay in
+// registers across the tile's vectors.
+template <class D, int G>
+struct NearestLanes {
+  using T = hwy::HWY_NAMESPACE::TFromD<D>;
+  using V = hwy::HWY_NAMESPACE::Vec<D>;
+  using DI = hwy::HWY_NAMESPACE::RebindToSigned<D>;
+  struct Tap {
+    hwy::HWY_NAMESPACE::Mask<D> valid;
+    hwy::HWY_NAMESPACE::Vec<DI> index;
+  };
+  D d;
+  V zero, last[G];
+  int64_t size[3];
+
+  NearestLanes(D tag, const int64_t extent[3]) : d(tag), size{extent[0], extent[1], extent[2]} {
+    namespace hn = hwy::HWY_NAMESPACE;
+    zero = hn::Zero(d);
+    for (int a = 0; a < G; ++a) last[a] = hn::Set(d, static_cast<T>(size[a] - 1));
+  }
+
+  Tap operator()(const V x[G]) const {
+    namespace hn = hwy::HWY_NAMESPACE;
+    using TI = hn::TFromD<DI>;
+    const DI di;
+    V r[G];
+    auto inside = [&](int a) {
+      r[a] = hn::Round(x[a]);
+      return hn::And(r[a] >= zero, r[a] <= last[a]);
+    };
+    auto valid = inside(0);
+    for (int a = 1; a < G; ++a) valid = hn::And(valid, inside(a));
+    for (int a = 0; a < G; ++a) r[a] = hn::IfThenElseZero(valid, r[a]);
+    Tap t;
+    t.valid = valid;
+    if constexpr (G == 2) {
+      t.index = tap_index<T>(di, r[1], r[0], size[0]);
+    } else if constexpr (std::is_same_v<T, float>) {
+      const auto row = hn::ConvertTo(di, r[2]) * hn::Set(di, static_cast<TI>(size[1])) + hn::ConvertTo(di, r[1]);
+      t.index = row * hn::Set(di, static_cast<TI>(size[0])) + hn::ConvertTo(di, r[0]);
+    } else {
+      const auto row = hn::Add(hn::Mul(r[2], hn::Set(d, static_cast<T>(size[1]))), r[1]);
+      t.index = hn::ConvertTo(di, hn::Add(hn::Mul(row, hn::Set(d, static_cast<T>(size[0]))), r[0]));
+    }
+    return t;
+  }
+};
+
+// The nearest taps of a tile's padded coordinates (G = 2: ix, iy; G = 3:
+// ix, iy, iz; size[2] = 1 for images), as NearestLanes forms them; an
+// invalid tap's index is `plane`.
+template <class T, int G>
+inline void nearest_taps_lanes(const T* const coords[G], int count, const int64_t size[3], bool derivatives,
+                               bool wide, Tile<T, 1, G>* t) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<T> df;
   const hn::RebindToSigned<decltype(df)> di;
   using TI = hn::TFromD<decltype(di)>;
   const int n = static_cast<int>(hn::Lanes(df));
   const auto zero = hn::Zero(df), one = hn::Set(df, T(1));
-  const auto x_last = hn::Set(df, static_cast<T>(in_w - 1));
-  const auto y_last = hn::Set(df, static_cast<T>(in_h - 1));
-  const auto dummy = hn::Set(di, static_cast<TI>(in_h * in_w));
+  const auto dummy = hn::Set(di, static_cast<TI>(size[0] * size[1] * size[2]));
+  const NearestLanes<decltype(df), G> nearest(df, size);
   TI* out = gather_indices(t, 0);
   for (int i = 0; i < count; i += n) {
-    const auto rx = hn::Round(hn::LoadU(df, ix + i)), ry = hn::Round(hn::LoadU(df, iy + i));
-    const auto valid = hn::And(hn::And(rx >= zero, rx <= x_last), hn::And(ry >= zero, ry <= y_last));
-    const auto index = tap_index<T>(di, hn::IfThenElseZero(valid, ry), hn::IfThenElseZero(valid, rx), in_w);
-    hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out + i);
-    hn::StoreU(hn::IfThenElseZero(valid, one), df, t->w[0] + i);
+    hn::Vec<decltype(df)> x[G];
+    for (int a = 0; a < G; ++a) x[a] = hn::LoadU(df, coords[a] + i);
+    const auto tap = nearest(x);
+    hn::StoreU(hn::IfThenElse(hn::RebindMask(di, tap.valid), tap.index, dummy), di, out + i);
+    hn::StoreU(hn::IfThenElseZero(tap.valid, one), df, t->w[0] + i);
     if (!derivatives) continue;
-    hn::StoreU(zero, df, t->dw[0][0] + i);
-    hn::StoreU(zero, df, t->dw[1][0] + i);
+    for (int a = 0; a < G; ++a) hn::StoreU(zero, df, t->dw[a][0] + i);
   }
   if (wide) widen_indices(count, t);
 }
@@ -565,7 +617,9 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
         if constexpr (M == Interpolation::kBilinear) {
           bilinear_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, p.derivatives, p.wide_indices, t);
         } else {
-          nearest_taps_lanes(ix, iy, static_cast<int>(count), p.in_h, p.in_w, p.derivatives, p.wide_indices, t);
+          const T* const padded[2] = {ix, iy};
+          const int64_t size[3] = {p.in_w, p.in_h, 1};
+          nearest_taps_lanes<T, 2>(padded, static_cast<int>(count), size, p.derivatives, p.wide_indices, t);
         }
         return;
       }

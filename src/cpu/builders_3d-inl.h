@@ -141,41 +141,6 @@ inline void trilinear_taps_lanes(const T* ix, const T* iy, const T* iz, int coun
   if (wide) widen_indices(count, t);
 }
 
-// The nearest tap likewise (rounding half to even, as nearbyint).
-template <class T>
-inline void nearest_taps_lanes_3d(const T* ix, const T* iy, const T* iz, int count, int64_t in_d, int64_t in_h,
-                                  int64_t in_w, bool derivatives, bool wide, Tile<T, 1, 3>* t) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<T> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  using TI = hn::TFromD<decltype(di)>;
-  const int n = static_cast<int>(hn::Lanes(df));
-  const auto zero = hn::Zero(df), one = hn::Set(df, T(1));
-  const auto dummy = hn::Set(di, static_cast<TI>(in_d * in_h * in_w));
-  auto inside = [&](auto r, int64_t size) { return hn::And(r >= zero, r <= hn::Set(df, static_cast<T>(size - 1))); };
-  TI* out = gather_indices(t, 0);
-  for (int i = 0; i < count; i += n) {
-    const auto rx = hn::Round(hn::LoadU(df, ix + i)), ry = hn::Round(hn::LoadU(df, iy + i));
-    const auto rz = hn::Round(hn::LoadU(df, iz + i));
-    const auto valid = hn::And(hn::And(inside(rx, in_w), inside(ry, in_h)), inside(rz, in_d));
-    const auto x = hn::IfThenElseZero(valid, rx), y = hn::IfThenElseZero(valid, ry);
-    const auto z = hn::IfThenElseZero(valid, rz);
-    hn::Vec<decltype(di)> index;
-    if constexpr (std::is_same_v<T, float>) {
-      const auto row = hn::ConvertTo(di, z) * hn::Set(di, static_cast<TI>(in_h)) + hn::ConvertTo(di, y);
-      index = row * hn::Set(di, static_cast<TI>(in_w)) + hn::ConvertTo(di, x);
-    } else {
-      const auto row = hn::Add(hn::Mul(z, hn::Set(df, static_cast<T>(in_h))), y);
-      index = hn::ConvertTo(di, hn::Add(hn::Mul(row, hn::Set(df, static_cast<T>(in_w))), x));
-    }
-    hn::StoreU(hn::IfThenElse(hn::RebindMask(di, valid), index, dummy), di, out + i);
-    hn::StoreU(hn::IfThenElseZero(valid, one), df, t->w[0] + i);
-    if (!derivatives) continue;
-    for (int g = 0; g < 3; ++g) hn::StoreU(zero, df, t->dw[g][0] + i);
-  }
-  if (wide) widen_indices(count, t);
-}
-
 // The tricubic taps of a tile's grid values: bicubic_taps_lanes
 // (builders-inl.h) with a third axis, its pieces reused. Weights multiply
 // x, y, then z, and the derivatives in the scalar stencil's order
@@ -310,8 +275,9 @@ void fill_tile_3d(const TileSource& p, int64_t n, int64_t p0, int64_t count, Til
           trilinear_taps_lanes(ic[0], ic[1], ic[2], static_cast<int>(count), p.in_d, p.in_h, p.in_w, p.derivatives,
                                p.wide_indices, t);
         } else {
-          nearest_taps_lanes_3d(ic[0], ic[1], ic[2], static_cast<int>(count), p.in_d, p.in_h, p.in_w, p.derivatives,
-                                p.wide_indices, t);
+          const T* const padded[3] = {ic[0], ic[1], ic[2]};
+          const int64_t size[3] = {p.in_w, p.in_h, p.in_d};
+          nearest_taps_lanes<T, 3>(padded, static_cast<int>(count), size, p.derivatives, p.wide_indices, t);
         }
         return;
       }

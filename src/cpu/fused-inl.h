@@ -123,43 +123,6 @@ struct FusedStencil {
   }
 };
 
-// The nearest tap of padded coordinates x[G], as nearest_taps_lanes (G = 2)
-// and nearest_taps_lanes_3d (G = 3) form it: rounded half to even, valid
-// inside the image, and its flat index (0 where invalid).
-template <class D, int G>
-struct NearestLanes {
-  hwy::HWY_NAMESPACE::Mask<D> valid;
-  hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToSigned<D>> index;
-};
-
-template <class D, int G, class V = hwy::HWY_NAMESPACE::Vec<D>>
-inline NearestLanes<D, G> nearest_lanes(D d, const V x[G], const int64_t size[3]) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  using T = hn::TFromD<D>;
-  const hn::RebindToSigned<D> di;
-  using TI = hn::TFromD<decltype(di)>;
-  const auto zero = hn::Zero(d);
-  V r[G];
-  auto valid = hn::FirstN(d, hn::Lanes(d));
-  for (int a = 0; a < G; ++a) {
-    r[a] = hn::Round(x[a]);
-    valid = hn::And(valid, hn::And(r[a] >= zero, r[a] <= hn::Set(d, static_cast<T>(size[a] - 1))));
-  }
-  for (int a = 0; a < G; ++a) r[a] = hn::IfThenElseZero(valid, r[a]);
-  NearestLanes<D, G> t;
-  t.valid = valid;
-  if constexpr (G == 2) {
-    t.index = tap_index<T>(di, r[1], r[0], size[0]);
-  } else if constexpr (std::is_same_v<T, float>) {
-    const auto row = hn::ConvertTo(di, r[2]) * hn::Set(di, static_cast<TI>(size[1])) + hn::ConvertTo(di, r[1]);
-    t.index = row * hn::Set(di, static_cast<TI>(size[0])) + hn::ConvertTo(di, r[0]);
-  } else {
-    const auto row = hn::Add(hn::Mul(r[2], hn::Set(d, static_cast<T>(size[1]))), r[1]);
-    t.index = hn::ConvertTo(di, hn::Add(hn::Mul(row, hn::Set(d, static_cast<T>(size[0]))), r[0]));
-  }
-  return t;
-}
-
 // Window reads (below) need a lookup in a table of two vectors that is one
 // instruction: AVX-512's two-table permute. On AVX2 (two permutes and a
 // blend, 8 lanes) they were slower than the gathers on a Zen 4 (0.85x-0.92x
@@ -367,12 +330,13 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
   constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   const int c = static_cast<int>(count);
   WindowBackoff windows(!kNearest && kWindowReads<T> && plane >= 2 * lanes);
+  const NearestLanes<D, G> nearest(d, stencil.size);
   for (int i = 0; i < c; i += lanes) {
     hn::Vec<D> mult[G];
     if constexpr (kNearest) {
       hn::Vec<D> x[G];
       stencil.padded(g, i, c, mult, x);
-      const NearestLanes<D, G> t = nearest_lanes<D, G>(d, x, stencil.size);
+      const auto t = nearest(x);
       const auto v = hn::IfThenElseZero(t.valid, hn::GatherIndex(d, ip, t.index));
       const auto out = hn::Add(hn::Zero(d), hn::Mul(hn::IfThenElseZero(t.valid, hn::Set(d, T(1))), v));
       store_lanes_n(d, out, c - i, op + i);

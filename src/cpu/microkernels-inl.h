@@ -277,16 +277,11 @@ HWY_INLINE hwy::HWY_NAMESPACE::Vec<D> spread_weights(D d, const T* w) {
 
 #endif
 
-// A tile's flat indices as the interleaved kernels read them: at the
-// gathers' width (int32 for float, whose builders then skip the int64 copy;
-// an interleaved copy is far below 2^31 pixels, see kMaxInterleavedBytes).
-template <class T, int K, int G>
-inline auto index(const Tile<T, K, G>& t, int k) {
-  return gather_indices(&t, k);
-}
-
 // Forward of a block of L channels over a tile (flat taps into xin, a
-// [pixel][lane] copy of the input): ot[pixel][lane].
+// [pixel][lane] copy of the input): ot[pixel][lane]. The interleaved kernels
+// read flat indices at the gathers' width (gather_indices: int32 for float,
+// whose builders then skip the int64 copy; an interleaved copy is far below
+// 2^31 pixels, see kMaxInterleavedBytes).
 // Written with Highway's vectors (CappedTag: L / N vectors of N lanes,
 // N = 16 floats on AVX-512): left to itself the compiler sometimes unrolls
 // these fixed-length loops into scalar code instead of vectorising them.
@@ -312,7 +307,7 @@ inline void forward_lanes(const Tile<T, K, G>& t, const T* __restrict xin, T* __
       for (int r = 0; r < R; ++r) acc[r] = hn::Zero(dp);
       for (int k = 0; k < K; ++k) {
         const T* rows[R * P];
-        for (int j = 0; j < R * P; ++j) rows[j] = xin + int64_t{index(t, k)[i + j]} * L;
+        for (int j = 0; j < R * P; ++j) rows[j] = xin + int64_t{gather_indices(&t, k)[i + j]} * L;
         for (int r = 0; r < R; ++r) {
           acc[r] = hn::MulAdd(spread_weights<L>(dp, &t.w[k][i + r * P]), load_rows<L>(dp, rows + r * P), acc[r]);
         }
@@ -327,7 +322,7 @@ inline void forward_lanes(const Tile<T, K, G>& t, const T* __restrict xin, T* __
     hn::Vec<D> acc[V];
     for (int v = 0; v < V; ++v) acc[v] = hn::Zero(d);
     for (int k = 0; k < K; ++k) {
-      const T* __restrict x = xin + int64_t{index(t, k)[i]} * L;
+      const T* __restrict x = xin + int64_t{gather_indices(&t, k)[i]} * L;
       const auto w = hn::Set(d, t.w[k][i]);
       for (int v = 0; v < V; ++v) acc[v] = hn::MulAdd(w, hn::LoadU(d, x + v * N), acc[v]);
     }
@@ -366,14 +361,15 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
     for (; i + P <= count; i += P) {
       if (i + P + kPrefetch <= count) {
         for (int k = 0; k < K; k += (K >= 16 ? 4 : 1)) {
-          for (int j = 0; j < P; ++j) hwy::Prefetch(xin + int64_t{index(t, k)[i + P + kPrefetch - 1 - j]} * L);
+          const auto* __restrict idx = gather_indices(&t, k);
+          for (int j = 0; j < P; ++j) hwy::Prefetch(xin + int64_t{idx[i + P + kPrefetch - 1 - j]} * L);
         }
       }
       hn::Vec<decltype(dp)> s[G];
       for (int c = 0; c < G; ++c) s[c] = hn::Zero(dp);
       for (int k = 0; k < K; ++k) {
         const T* rows[P];
-        for (int j = 0; j < P; ++j) rows[j] = xin + int64_t{index(t, k)[i + j]} * L;
+        for (int j = 0; j < P; ++j) rows[j] = xin + int64_t{gather_indices(&t, k)[i + j]} * L;
         const auto xv = load_rows<L>(dp, rows);
         for (int c = 0; c < G; ++c) s[c] = hn::MulAdd(spread_weights<L>(dp, &t.dw[c][k][i]), xv, s[c]);
       }
@@ -387,7 +383,7 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
     // (or L2) when the grid jumps about; one per row of a 4 x 4 stencil.
     if (i + kPrefetch < count) {
       for (int k = 0; k < K; k += (K >= 16 ? 4 : 1)) {
-        const int64_t q = index(t, k)[i + kPrefetch];
+        const int64_t q = gather_indices(&t, k)[i + kPrefetch];
         if constexpr (kDx) hwy::Prefetch(acc + q * L);
         if constexpr (kDgrid) hwy::Prefetch(xin + q * L);
       }
@@ -399,7 +395,7 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
       for (int c = 0; c < G; ++c) s[c][v] = hn::Zero(d);
     }
     for (int k = 0; k < K; ++k) {
-      const int64_t q = index(t, k)[i];
+      const int64_t q = gather_indices(&t, k)[i];
       if constexpr (kDx) {
         T* __restrict a = acc + q * L;
         const Vec w = hn::Set(d, t.w[k][i]);
