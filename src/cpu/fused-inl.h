@@ -76,9 +76,10 @@ struct FusedStencil {
     }
   }
 
+  template <bool kMult = true>
   Taps operator()(const T* g, int i, int count, V mult[G]) const {
     V x[G];
-    padded(g, i, count, mult, x);
+    padded<kMult>(g, i, count, mult, x);
     if constexpr (G == 2) {
       return bilinear_lanes(d, x[0], x[1], size[1], size[0]);
     } else {
@@ -86,39 +87,63 @@ struct FusedStencil {
     }
   }
 
-  // The padded source coordinates x[G] (and their multipliers) alone.
+  // The padded source coordinates x[G] alone, and with kMult their
+  // multipliers (mult is left unset without).
+  template <bool kMult = true>
   void padded(const T* g, int i, int count, V mult[G], V x[G]) const {
     namespace hn = hwy::HWY_NAMESPACE;
     const int n = static_cast<int>(hn::Lanes(d));
-    V c[G];
-    if (i + n <= count) {
-      load_points(g + G * i, c);
-    } else {
-      alignas(64) T tail[G * hn::MaxLanes(D())] = {};
-      std::copy(g + G * i, g + G * count, tail);
-      load_points(tail, c);
+    const T* from = g + G * i;
+    alignas(64) T tail[G * hn::MaxLanes(D())];
+    if (i + n > count) {
+      std::fill(tail, tail + G * n, T(0));
+      std::copy(from, g + G * count, tail);
+      from = tail;
     }
+    V c[G];
+    load_points(from, c);
     // An axis the vector fold cannot take (vector_ok false: a one-pixel
     // reflected axis, whose span is 0) is not run through it at all: its
     // flip count would be NaN, and converting NaN to an integer is
-    // undefined on the scalar (EMU128) target.
+    // undefined on the scalar (EMU128) target. Every axis is computed before
+    // the one test: a loop that stops early is not unrolled, and x then
+    // lives in memory.
     bool exact = true;
     for (int a = 0; a < G; ++a) exact = exact && axis[a].vector_ok;
-    for (int a = 0; a < G && exact; ++a) {
-      hn::Mask<D> fast;
-      x[a] = axis[a](c[a], &mult[a], &fast);
-      exact = hn::AllTrue(d, fast);
+    if (exact) {
+      auto all = hn::FirstN(d, static_cast<size_t>(n));
+      for (int a = 0; a < G; ++a) {
+        hn::Mask<D> fast;
+        x[a] = axis[a].template operator()<kMult>(c[a], &mult[a], &fast);
+        all = hn::And(all, fast);
+      }
+      exact = hn::AllTrue(d, all);
     }
     if (!exact) {
       // The scalar policy for the whole vector (its bits, as the builder's
-      // per-lane fallback gives).
-      alignas(64) T in[hn::MaxLanes(D())], out[hn::MaxLanes(D())], m[hn::MaxLanes(D())];
+      // per-lane fallback gives). Its results come back through buffers of
+      // its own: had x or mult's address reached an out-of-line call, the
+      // compiler would keep them in memory on the fast path too (a store
+      // and reload per vector; without them one-channel forwards ran
+      // 1.02x-1.38x faster, docs/performance.md).
+      alignas(64) T xs[G][hn::MaxLanes(D())], ms[G][hn::MaxLanes(D())];
+      scalar_padded(from, size[0], size[1], size[2], xs, ms);
       for (int a = 0; a < G; ++a) {
-        hn::Store(c[a], d, in);
-        for (int l = 0; l < n; ++l) out[l] = coords::source_index<P>(in[l], size[a], kAlign, &m[l]);
-        x[a] = hn::Load(d, out);
-        mult[a] = hn::Load(d, m);
+        x[a] = hn::Load(d, xs[a]);
+        if constexpr (kMult) mult[a] = hn::Load(d, ms[a]);
       }
+    }
+  }
+
+  // The scalar policy for one vector of points at `from` (static, with the
+  // sizes by value: a call taking `this` would keep the stencil in memory).
+  static HWY_NOINLINE void scalar_padded(const T* from, int64_t w, int64_t h, int64_t depth,
+                                         T (*xs)[hwy::HWY_NAMESPACE::MaxLanes(D())],
+                                         T (*ms)[hwy::HWY_NAMESPACE::MaxLanes(D())]) {
+    const int n = static_cast<int>(hwy::HWY_NAMESPACE::Lanes(D()));
+    const int64_t size[3] = {w, h, depth};
+    for (int a = 0; a < G; ++a) {
+      for (int l = 0; l < n; ++l) xs[a][l] = coords::source_index<P>(from[G * l + a], size[a], kAlign, &ms[a][l]);
     }
   }
 };
@@ -335,14 +360,14 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
     hn::Vec<D> mult[G];
     if constexpr (kNearest) {
       hn::Vec<D> x[G];
-      stencil.padded(g, i, c, mult, x);
+      stencil.template padded<false>(g, i, c, mult, x);
       const auto t = nearest(x);
       const auto v = hn::IfThenElseZero(t.valid, hn::GatherIndex(d, ip, t.index));
       const auto out = hn::Add(hn::Zero(d), hn::Mul(hn::IfThenElseZero(t.valid, hn::Set(d, T(1))), v));
       store_lanes_n(d, out, c - i, op + i);
     } else {
       hn::Vec<D> v[K];
-      const auto t = stencil(g, i, c, mult);
+      const auto t = stencil.template operator()<false>(g, i, c, mult);
       fused_values(d, t, std::min(lanes, c - i), ip, plane, src.in_w, in_hw, &windows, v);
       auto acc = hn::Zero(d);
       for (int k = 0; k < K; ++k) acc = hn::Add(acc, hn::Mul(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k]));
