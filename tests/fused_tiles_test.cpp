@@ -8,7 +8,8 @@
 // infinities, huge values and lattice points; planes of 1, 2 and more
 // pixels, tiny outputs, partial tiles, and an image (a volume) large enough
 // that its pixels are split into chunks; bilinear (trilinear) and, for the
-// forward, nearest. Which plans take fused tiles is checked too.
+// forward, nearest and (float images) bicubic. Which plans take fused tiles
+// is checked too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -86,8 +87,8 @@ void make_affine(Problem* p) {
 
 // Forward and backward through the planner and drivers, with the plans'
 // fused tiles or without them (the builders and microkernels then run).
-// Nearest has fused tiles in the forward only: its backward is not run
-// (dx and dgrid stay NaN).
+// Nearest and bicubic have fused tiles in the forward only: their backward
+// is not run (dx and dgrid stay NaN).
 Outputs run_plans(const Problem& p, gs::OutputMask mask, bool fused, int threads) {
   const DType dt = p.input.dtype();
   Outputs o{Tensor(dt, p.grad.shape()), Tensor(dt, p.input.shape()), Tensor(dt, p.grid.shape())};
@@ -174,6 +175,13 @@ INSTANTIATE_TEST_SUITE_P(All, FusedTiles,
                                                               Padding::kReflection),
                                             ::testing::Bool(),
                                             ::testing::Values(DType::kFloat32, DType::kFloat64)),
+                         name);
+// Bicubic: float (the vector bicubic stencil's type).
+INSTANTIATE_TEST_SUITE_P(Bicubic, FusedTiles,
+                         ::testing::Combine(::testing::Values(Interpolation::kBicubic),
+                                            ::testing::Values(Padding::kZeros, Padding::kBorder,
+                                                              Padding::kReflection),
+                                            ::testing::Bool(), ::testing::Values(DType::kFloat32)),
                          name);
 
 // Volumes: trilinear fused tiles against the volume builders and
@@ -300,8 +308,12 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
   // Not for 16-bit storage, other modes, several channels or strided planes.
   EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat16, Interpolation::kBilinear)).fused, nullptr);
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kBFloat16, Interpolation::kBilinear)).fused, nullptr);
+  // Bicubic: the forward of float images alone.
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kBicubic)).fused != nullptr,
+            vector_target);
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBicubic)).fused, nullptr);
-  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kBicubic)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat64, Interpolation::kBicubic)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kBicubic, true)).fused, nullptr);
   EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat16, Interpolation::kNearest)).fused, nullptr);
   EXPECT_EQ(gs::cpu::plan_backward(dense(2, DType::kFloat32, Interpolation::kBilinear)).fused, nullptr);
   gs::detail::Problem strided = dense(1, DType::kFloat32, Interpolation::kBilinear);

@@ -362,9 +362,10 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
       hn::Vec<D> x[G];
       stencil.template padded<false>(g, i, c, mult, x);
       const auto t = nearest(x);
-      const auto v = hn::IfThenElseZero(t.valid, hn::GatherIndex(d, ip, t.index));
-      const auto out = hn::Add(hn::Zero(d), hn::Mul(hn::IfThenElseZero(t.valid, hn::Set(d, T(1))), v));
-      store_lanes_n(d, out, c - i, op + i);
+      // 0 + 1 * value where valid (the tile path's sum), which is value + 0:
+      // -0 becomes +0, and NaN stays NaN.
+      const auto v = hn::Add(hn::GatherIndex(d, ip, t.index), hn::Zero(d));
+      store_lanes_n(d, hn::IfThenElseZero(t.valid, v), c - i, op + i);
     } else {
       hn::Vec<D> v[K];
       const auto t = stencil.template operator()<false>(g, i, c, mult);

@@ -12,6 +12,7 @@
 #include "cpu/layout-inl.h"
 #include "cpu/microkernels-inl.h"
 #include "cpu/fused-inl.h"
+#include "cpu/fused_bicubic-inl.h"
 #include "cpu/forward-inl.h"
 #include "cpu/backward-inl.h"
 #include "cpu/second_order-inl.h"
@@ -59,6 +60,7 @@ void fill_table(KernelTable* table) {
   fill_mode<S, Interpolation::kNearest>(table);
   fill_mode<S, Interpolation::kBicubic>(table);
   fill_fused<S>(table);
+  fill_fused_bicubic<S>(table);
   fill_second_order<S>(table);
 }
 

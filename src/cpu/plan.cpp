@@ -71,9 +71,9 @@ bool flat_taps(const Problem& p) {
 }
 
 // Fused tiles (fused-inl.h) apply to one dense channel plane (volume)
-// sampled bilinearly (trilinearly), or by nearest in the forward, in the
-// compute type, where the builders'
-// vector taps are exact: axes of at most 2^24 pixels for float, 2^53 for
+// sampled bilinearly (trilinearly), or in the forward by nearest or (float
+// images: fused_bicubic-inl.h) bicubic, in the compute type, where the
+// builders' vector taps are exact: axes of at most 2^24 pixels for float, 2^53 for
 // double, and flat indices up to plane + Hin * Win + Win within the
 // gathers' index type (flat_taps has checked plane + Win).
 bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
@@ -83,7 +83,9 @@ bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
   const bool axes = p.in_w <= exact && p.in_h <= exact && p.in_d <= exact;
   const bool indices = !p.volume || in_plane(p) + p.in_h * p.in_w + p.in_w < limit;
   const Interpolation mode = p.options.interpolation;
-  const bool fusable = mode == Interpolation::kBilinear || (forward && mode == Interpolation::kNearest);
+  const bool cubic = mode == Interpolation::kBicubic && !p.volume && p.dtype == DType::kFloat32;
+  const bool fusable =
+      mode == Interpolation::kBilinear || (forward && (mode == Interpolation::kNearest || cubic));
   return p.c == 1 && lanes == 1 && flat && compute_type && fusable && axes && indices;
 }
 
@@ -189,9 +191,16 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
   if (fused_applies(p, plan.lanes, plan.flat_taps, true)) {
-    plan.fused = p.options.interpolation == Interpolation::kNearest
-                     ? fused_entry(p, table.fused_forward_nearest, table.fused_forward_nearest_3d)
-                     : fused_entry(p, table.fused_forward, table.fused_forward_3d);
+    switch (p.options.interpolation) {
+      case Interpolation::kNearest:
+        plan.fused = fused_entry(p, table.fused_forward_nearest, table.fused_forward_nearest_3d);
+        break;
+      case Interpolation::kBicubic:  // (images only)
+        plan.fused = fused_entry(p, table.fused_forward_bicubic, table.fused_forward_bicubic);
+        break;
+      default:
+        plan.fused = fused_entry(p, table.fused_forward, table.fused_forward_3d);
+    }
   }
   return plan;
 }
