@@ -328,8 +328,10 @@ inline void bilinear_taps_lanes(const T* ix, const T* iy, int count, int64_t in_
 // (z * Hin + y) * Win + x), 0 where invalid. The same shortcuts as
 // bilinear_lanes. Shared by the nearest builders and the fused forward;
 // made once per tile, like SourceIndexLanes, so that its constants stay in
-// registers across the tile's vectors.
-template <class D, int G>
+// registers across the tile's vectors. kInside: the padding has put every
+// coordinate in [0, size - 1] (border and reflection clip, NaN to 0), so
+// every tap is valid and the range tests are skipped (same bits).
+template <class D, int G, bool kInside = false>
 struct NearestLanes {
   using T = hwy::HWY_NAMESPACE::TFromD<D>;
   using V = hwy::HWY_NAMESPACE::Vec<D>;
@@ -359,13 +361,12 @@ struct NearestLanes {
     using TI = hn::TFromD<DI>;
     const DI di;
     V r[G];
-    auto inside = [&](int a) {
-      r[a] = hn::Round(x[a]);
-      return hn::And(r[a] >= zero, r[a] <= last[a]);
-    };
-    auto valid = inside(0);
-    for (int a = 1; a < G; ++a) valid = hn::And(valid, inside(a));
-    for (int a = 0; a < G; ++a) r[a] = hn::IfThenElseZero(valid, r[a]);
+    for (int a = 0; a < G; ++a) r[a] = hn::Round(x[a]);
+    auto valid = hn::FirstN(d, hn::Lanes(d));
+    if constexpr (!kInside) {
+      for (int a = 0; a < G; ++a) valid = hn::And(valid, hn::And(r[a] >= zero, r[a] <= last[a]));
+      for (int a = 0; a < G; ++a) r[a] = hn::IfThenElseZero(valid, r[a]);
+    }
     Tap t;
     t.valid = valid;
     if (float_index) {
@@ -387,8 +388,8 @@ struct NearestLanes {
 
 // The nearest taps of a tile's padded coordinates (G = 2: ix, iy; G = 3:
 // ix, iy, iz; size[2] = 1 for images), as NearestLanes forms them; an
-// invalid tap's index is `plane`.
-template <class T, int G>
+// invalid tap's index is `plane`. kInside as NearestLanes.
+template <class T, int G, bool kInside>
 inline void nearest_taps_lanes(const T* const coords[G], int count, const int64_t size[3], bool derivatives,
                                bool wide, Tile<T, 1, G>* t) {
   namespace hn = hwy::HWY_NAMESPACE;
@@ -398,7 +399,7 @@ inline void nearest_taps_lanes(const T* const coords[G], int count, const int64_
   const int n = static_cast<int>(hn::Lanes(df));
   const auto zero = hn::Zero(df), one = hn::Set(df, T(1));
   const auto dummy = hn::Set(di, static_cast<TI>(size[0] * size[1] * size[2]));
-  const NearestLanes<decltype(df), G> nearest(df, size);
+  const NearestLanes<decltype(df), G, kInside> nearest(df, size);
   TI* out = gather_indices(t, 0);
   for (int i = 0; i < count; i += n) {
     hn::Vec<decltype(df)> x[G];
@@ -647,7 +648,7 @@ void fill_tile(const TileSource& p, int64_t n, int64_t p0, int64_t count, Tile<T
         } else {
           const T* const padded[2] = {ix, iy};
           const int64_t size[3] = {p.in_w, p.in_h, 1};
-          nearest_taps_lanes<T, 2>(padded, static_cast<int>(count), size, p.derivatives, p.wide_indices, t);
+          nearest_taps_lanes<T, 2, P != Padding::kZeros>(padded, static_cast<int>(count), size, p.derivatives, p.wide_indices, t);
         }
         return;
       }

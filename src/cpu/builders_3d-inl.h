@@ -277,7 +277,7 @@ void fill_tile_3d(const TileSource& p, int64_t n, int64_t p0, int64_t count, Til
         } else {
           const T* const padded[3] = {ic[0], ic[1], ic[2]};
           const int64_t size[3] = {p.in_w, p.in_h, p.in_d};
-          nearest_taps_lanes<T, 3>(padded, static_cast<int>(count), size, p.derivatives, p.wide_indices, t);
+          nearest_taps_lanes<T, 3, P != Padding::kZeros>(padded, static_cast<int>(count), size, p.derivatives, p.wide_indices, t);
         }
         return;
       }

@@ -355,7 +355,7 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
   constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   const int c = static_cast<int>(count);
   WindowBackoff windows(!kNearest && kWindowReads<T> && plane >= 2 * lanes);
-  const NearestLanes<D, G> nearest(d, stencil.size);
+  const NearestLanes<D, G, P != Padding::kZeros> nearest(d, stencil.size);
   for (int i = 0; i < c; i += lanes) {
     hn::Vec<D> mult[G];
     if constexpr (kNearest) {
