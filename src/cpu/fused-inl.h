@@ -51,6 +51,19 @@ namespace {
 
 #if HWY_TARGET != HWY_SCALAR
 
+// Where the G values per pixel of pixels [i, i + lanes) of a dense run of
+// `count` pixels at v start: in place, or, for the run's last partial
+// vector, in `tail` (at least G * lanes elements), copied there with zeros
+// after the run's end, so that lanes past `count` read 0.
+template <int G, class T>
+inline const T* vector_values(const T* v, int i, int count, int lanes, T* tail) {
+  const T* from = v + G * i;
+  if (i + lanes <= count) return from;
+  std::fill(tail, tail + G * lanes, T(0));
+  std::copy(from, v + G * count, tail);
+  return tail;
+}
+
 // The padded coordinates and linear taps (bilinear for G = 2 components,
 // trilinear for G = 3) of one vector of pixels: lanes from `i` of a tile
 // whose grid values start at g, dense (x, y[, z]) points; lanes past `count`
@@ -93,13 +106,8 @@ struct FusedStencil {
   void padded(const T* g, int i, int count, V mult[G], V x[G]) const {
     namespace hn = hwy::HWY_NAMESPACE;
     const int n = static_cast<int>(hn::Lanes(d));
-    const T* from = g + G * i;
     alignas(64) T tail[G * hn::MaxLanes(D())];
-    if (i + n > count) {
-      std::fill(tail, tail + G * n, T(0));
-      std::copy(from, g + G * count, tail);
-      from = tail;
-    }
+    const T* from = vector_values<G>(g, i, count, n, tail);
     V c[G];
     load_points(from, c);
     // An axis the vector fold cannot take (vector_ok false: a one-pixel
@@ -441,13 +449,8 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
   for (int i = 0; i < count; i += lanes) {
     hn::Vec<D> m[G], grad;
     const auto t = stencil(g, i, count, m);
-    if (i + lanes <= count) {
-      grad = hn::LoadU(d, gp + p0 + i);
-    } else {
-      alignas(64) T tail[hn::MaxLanes(D())] = {};
-      std::copy(gp + p0 + i, gp + p0 + count, tail);
-      grad = hn::Load(d, tail);
-    }
+    alignas(64) T tail[hn::MaxLanes(D())];
+    grad = hn::LoadU(d, vector_values<1>(gp + p0, i, count, lanes, tail));
     for (int a = 0; a < G; ++a) hn::StoreU(m[a], d, mult[a] + i);
     if constexpr (kDx) {
       for (int k = 0; k < K; ++k) {

@@ -68,13 +68,8 @@ void forward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int64_t
   const int c = static_cast<int>(count);
   for (int i = 0; i < c; i += lanes) {
     hn::Vec<decltype(d)> gx, gy;
-    if (i + lanes <= c) {
-      hn::LoadInterleaved2(d, g + 2 * i, gx, gy);
-    } else {
-      alignas(64) float tail[2 * hn::MaxLanes(d)] = {};
-      std::copy(g + 2 * i, g + 2 * c, tail);
-      hn::LoadInterleaved2(d, tail, gx, gy);
-    }
+    alignas(64) float tail[2 * hn::MaxLanes(d)];
+    hn::LoadInterleaved2(d, vector_values<2>(g, i, c, lanes, tail), gx, gy);
     BicubicLanes<hn::ScalableTag<float>> s;
     bicubic_lanes<P, kAlign>(d, gx, gy, src.in_h, src.in_w, /*derivatives=*/false, &s);
     if (!hn::AllFalse(di, s.bad)) {
