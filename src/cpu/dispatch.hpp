@@ -42,8 +42,9 @@ struct KernelTable {
   // scatter of grad, which the planar kernels do as well).
   FusedForwardFn fused_forward_nearest[3][2] = {};
   FusedForwardFn fused_forward_nearest_3d[3][2] = {};
-  // ... and the bicubic forward of images (float only: fused_bicubic-inl.h).
+  // ... and bicubic ones of images (float only: fused_bicubic-inl.h).
   FusedForwardFn fused_forward_bicubic[3][2] = {};
+  FusedBackwardFn fused_backward_bicubic[3][2] = {};
   // The double backward's channel loop by grid components (images,
   // volumes), SecondOrderTerms and whether d_input is scattered.
   SecondOrderFn second_order[2][3][2] = {};

@@ -1,20 +1,25 @@
-// The fused bicubic forward: one dense float channel plane sampled
-// bicubically, each vector of output pixels' 16 taps kept in registers from
-// the grid values to the sum, instead of going through a Tile in memory.
+// Fused bicubic tiles: one dense float channel plane sampled bicubically,
+// each vector of output pixels' 16 taps kept in registers from the grid
+// values to the forward's sum (the backward's dgrid sums), instead of going
+// through a Tile in memory. The backward's dx terms go through arrays of
+// indices and products, scattered tap-major over the tile as
+// backward_channel does.
 //
-// Why: with one channel the builder's 16 index and 16 weight vectors per
-// pixel vector are written and read back for a single plane, and that
-// round trip cost about as much as the gathers themselves (one-channel
-// bicubic forwards ran 0.62x-0.94x of PyTorch 2.15's, and 1.6x faster
-// fused; docs/performance.md, "Fused tiles in registers, fused bicubic
-// forward").
+// Why: with one channel the builder's 16 index, 16 weight (and 32 weight
+// derivative) vectors per pixel vector are written and read back for a
+// single plane, and that round trip cost about as much as the gathers
+// themselves (one-channel bicubic forwards ran 0.62x-0.94x of PyTorch
+// 2.15's, and 1.6x faster fused; backwards 1.5x-2.4x faster fused;
+// docs/performance.md, "Fused tiles in registers, fused bicubic forward"
+// and "Fused bicubic backward").
 //
 // The same bits as the builder (bicubic_taps_lanes, from the same
-// BicubicLanes) and forward_channel: the weights cx[k] * cy[j], zero where a
-// tap is outside; the values gathered, zero there; the sum from +0 in tap
-// order (rows j, then columns k). A vector with a lane the vector stencil
-// cannot do exactly (BicubicLanes::bad) runs through a tile of its own,
-// the builder and forward_channel themselves. Tests: fused_tiles_test.
+// BicubicLanes) and forward_channel / backward_channel: the weights
+// cx[k] * cy[j] and their derivatives, zero where a tap is outside; the
+// values gathered, zero there; the sums from +0 in tap order (rows j, then
+// columns k). A vector with a lane the vector stencil cannot do exactly
+// (BicubicLanes::bad) runs through a tile of its own, the builder itself.
+// Tests: fused_tiles_test.
 
 // Target-independent includes (normal include guards).
 #include <algorithm>
@@ -91,9 +96,137 @@ void forward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int64_t
   }
 }
 
+// The backward's dx terms and dgrid sums of pixels [i, i + live) of the
+// tile at p0 through a tile of their own (the builder, then what
+// backward_channel computes per pixel): index[tap] and product[tap] from i
+// as backward_fused_bicubic_tile writes them, sums and mult likewise.
+// grad holds the pixels' grad values. Out of line for the tile's sake, as
+// forward_bicubic_through_tile.
+template <Padding P, bool kAlign, bool kDx, bool kDgrid>
+HWY_NOINLINE void backward_bicubic_through_tile(const TileSource& src, int64_t n, int64_t p0, int i, int live,
+                                                const float* grad, const float* ip, int32_t (*index)[kTile],
+                                                float (*product)[kTile], float (*sums)[kTile],
+                                                float (*mult)[kTile]) {
+  Tile<float, 16> tile;
+  fill_tile<Interpolation::kBicubic, P, kAlign, /*kStrided=*/false, float>(src, n, p0 + i, live, &tile);
+  const int64_t plane = src.in_h * src.in_w;
+  float s[2][kTile] = {};
+  for (int k = 0; k < 16; ++k) {
+    const auto* idx = gather_indices(&tile, k);
+    for (int l = 0; l < live; ++l) {
+      const bool valid = idx[l] != plane;
+      if constexpr (kDx) {
+        index[k][i + l] = valid ? static_cast<int32_t>(idx[l]) : 0;
+        product[k][i + l] = valid ? tile.w[k][l] * grad[l] : 0.0f;
+      }
+      if constexpr (kDgrid) {
+        const float v = valid ? ip[idx[l]] : 0.0f;
+        for (int a = 0; a < 2; ++a) s[a][l] += tile.dw[a][k][l] * v;
+      }
+    }
+  }
+  if constexpr (kDgrid) {
+    for (int a = 0; a < 2; ++a) {
+      for (int l = 0; l < live; ++l) {
+        sums[a][i + l] = 0.0f + s[a][l] * grad[l];
+        mult[a][i + l] = tile.mult[a][l];
+      }
+    }
+  }
+}
+
+// The backward of output pixels [p0, p0 + count) (one tile) of image n in
+// one channel, as backward_fused_tile (fused-inl.h) for bilinear: dx terms
+// w * grad scattered into `acc` tap-major over the tile, the dgrid sums
+// (sum over taps of dw * value, times grad) into sums, the coordinates'
+// multipliers into mult. The same bits as the builder and backward_channel:
+// the weights and their derivatives as bicubic_taps_lanes writes them, 0
+// where a tap is outside; the values 0 there; the scatter in the tile's
+// order (an invalid tap adds +0 to element 0, which changes nothing).
+template <Padding P, bool kAlign, bool kDx, bool kDgrid>
+void backward_fused_bicubic_tile(const TileSource& src, int64_t n, int64_t p0, int count, const float* gp,
+                                 const float* ip, float* acc, float (*sums)[kTile], float (*mult)[kTile]) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const int lanes = static_cast<int>(hn::Lanes(d));
+  const float* g = static_cast<const float*>(src.grid) + n * src.grid_strides[0] + 2 * p0;
+  const auto width = hn::Set(di, static_cast<int32_t>(src.in_w));
+  const auto mult_x = hn::Set(d, coords::unnormalize_slope<float>(src.in_w, kAlign));
+  const auto mult_y = hn::Set(d, coords::unnormalize_slope<float>(src.in_h, kAlign));
+  alignas(64) int32_t index[16][kTile];
+  alignas(64) float product[16][kTile];
+  for (int i = 0; i < count; i += lanes) {
+    hn::Vec<decltype(d)> gx, gy;
+    alignas(64) float tail[2 * hn::MaxLanes(d)];
+    hn::LoadInterleaved2(d, vector_values<2>(g, i, count, lanes, tail), gx, gy);
+    alignas(64) float grad_tail[hn::MaxLanes(d)];
+    const auto grad = hn::LoadU(d, vector_values<1>(gp + p0, i, count, lanes, grad_tail));
+    BicubicLanes<hn::ScalableTag<float>> s;
+    bicubic_lanes<P, kAlign>(d, gx, gy, src.in_h, src.in_w, /*derivatives=*/kDgrid, &s);
+    if (!hn::AllFalse(di, s.bad)) {
+      alignas(64) float grads[hn::MaxLanes(d)];
+      hn::Store(grad, d, grads);
+      backward_bicubic_through_tile<P, kAlign, kDx, kDgrid>(src, n, p0, i, std::min(lanes, count - i), grads, ip,
+                                                             index, product, sums, mult);
+      continue;
+    }
+    auto sx = hn::Zero(d), sy = hn::Zero(d);
+    for (int j = 0; j < 4; ++j) {
+      const auto row = hn::Mul(s.ty[j], width);
+      for (int k = 0; k < 4; ++k) {
+        const int tap = 4 * j + k;
+        const auto valid = hn::And(s.y_in[j], s.x_in[k]);
+        const auto valid_f = hn::RebindMask(d, valid);
+        const auto at = hn::IfThenElseZero(valid, hn::Add(row, s.tx[k]));
+        if constexpr (kDx) {
+          hn::StoreU(at, di, index[tap] + i);
+          // (Zero where invalid, whatever grad is: an infinite grad times
+          // a zero weight would add NaN to element 0.)
+          hn::StoreU(hn::IfThenElseZero(valid_f, hn::Mul(hn::Mul(s.cx[k], s.cy[j]), grad)), d, product[tap] + i);
+        }
+        if constexpr (kDgrid) {
+          const auto v = hn::IfThenElseZero(valid_f, hn::GatherIndex(d, ip, at));
+          sx = hn::Add(sx, hn::Mul(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(s.gcx[k]), s.cy[j])), v));
+          sy = hn::Add(sy, hn::Mul(hn::IfThenElseZero(valid_f, hn::Mul(hn::Neg(s.gcy[j]), s.cx[k])), v));
+        }
+      }
+    }
+    if constexpr (kDgrid) {
+      hn::StoreU(hn::Add(hn::Zero(d), hn::Mul(sx, grad)), d, sums[0] + i);
+      hn::StoreU(hn::Add(hn::Zero(d), hn::Mul(sy, grad)), d, sums[1] + i);
+      hn::StoreU(mult_x, d, mult[0] + i);
+      hn::StoreU(mult_y, d, mult[1] + i);
+    }
+  }
+  if constexpr (kDx) {
+    const bool runs = mostly_runs(index[0], count);
+    for (int k = 0; k < 16; ++k) scatter_add(acc, index[k], product[k], count, runs);
+  }
+}
+
+// As a table entry: the wanted outputs chosen at run time.
+template <Padding P, bool kAlign>
+void backward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int count, const void* grad,
+                            const void* input, void* acc, bool want_dx, bool want_dgrid, void* sums, void* mult) {
+  const float* gp = static_cast<const float*>(grad);
+  const float* ip = static_cast<const float*>(input);
+  float* a = static_cast<float*>(acc);
+  auto* s = static_cast<float(*)[kTile]>(sums);
+  auto* m = static_cast<float(*)[kTile]>(mult);
+  if (want_dx && want_dgrid) {
+    backward_fused_bicubic_tile<P, kAlign, true, true>(src, n, p0, count, gp, ip, a, s, m);
+  } else if (want_dx) {
+    backward_fused_bicubic_tile<P, kAlign, true, false>(src, n, p0, count, gp, ip, a, s, m);
+  } else {
+    backward_fused_bicubic_tile<P, kAlign, false, true>(src, n, p0, count, gp, ip, a, s, m);
+  }
+}
+
 template <Padding P, bool kAlign>
 void fill_fused_bicubic(KernelTable* table) {
   table->fused_forward_bicubic[static_cast<int>(P)][kAlign ? 1 : 0] = &forward_fused_bicubic<P, kAlign>;
+  table->fused_backward_bicubic[static_cast<int>(P)][kAlign ? 1 : 0] = &backward_fused_bicubic<P, kAlign>;
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

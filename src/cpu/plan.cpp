@@ -71,8 +71,8 @@ bool flat_taps(const Problem& p) {
 }
 
 // Fused tiles (fused-inl.h) apply to one dense channel plane (volume)
-// sampled bilinearly (trilinearly), or in the forward by nearest or (float
-// images: fused_bicubic-inl.h) bicubic, in the compute type, where the
+// sampled bilinearly (trilinearly) or, float images, bicubically
+// (fused_bicubic-inl.h), or in the forward by nearest, in the compute type, where the
 // builders' vector taps are exact: axes of at most 2^24 pixels for float, 2^53 for
 // double, and flat indices up to plane + Hin * Win + Win within the
 // gathers' index type (flat_taps has checked plane + Win).
@@ -84,8 +84,7 @@ bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
   const bool indices = !p.volume || in_plane(p) + p.in_h * p.in_w + p.in_w < limit;
   const Interpolation mode = p.options.interpolation;
   const bool cubic = mode == Interpolation::kBicubic && !p.volume && p.dtype == DType::kFloat32;
-  const bool fusable =
-      mode == Interpolation::kBilinear || (forward && (mode == Interpolation::kNearest || cubic));
+  const bool fusable = mode == Interpolation::kBilinear || cubic || (forward && mode == Interpolation::kNearest);
   return p.c == 1 && lanes == 1 && flat && compute_type && fusable && axes && indices;
 }
 
@@ -339,7 +338,9 @@ BackwardPlan plan_backward(const Problem& p) {
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
   if (fused_applies(p, plan.lanes, plan.flat_taps, false)) {
-    plan.fused = fused_entry(p, table.fused_backward, table.fused_backward_3d);
+    plan.fused = p.options.interpolation == Interpolation::kBicubic  // (images only)
+                     ? fused_entry(p, table.fused_backward_bicubic, table.fused_backward_bicubic)
+                     : fused_entry(p, table.fused_backward, table.fused_backward_3d);
   }
   return plan;
 }
