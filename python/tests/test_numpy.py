@@ -217,6 +217,39 @@ def test_unreadable_argument_error():
         gridsampler.grid_sample(x, np.zeros((1, 1, 1, 2), dtype=np.float32))
 
 
+class _Sub(np.ndarray):
+    """An ndarray subclass: not a plain NumPy array, so it takes the general
+    path (_Frame) rather than the plain-array shortcut."""
+
+
+@pytest.mark.parametrize("rank", [4, 5])
+def test_plain_arrays_and_general_path_agree(rank):
+    rng = np.random.default_rng(7)
+    spatial_in, spatial_out = ((5, 6), (4, 3)) if rank == 4 else ((3, 4, 5), (2, 3, 2))
+    for dtype in (np.float16, np.float32, np.float64):
+        x = rng.standard_normal((2, 3, *spatial_in)).astype(dtype)
+        g = ((rng.random((2, *spatial_out, rank - 2)) * 2 - 1) * 1.2).astype(dtype)
+        w = rng.standard_normal((2, 3, *spatial_out)).astype(dtype)
+        for mode in ("bilinear", "nearest", "bicubic"):
+            out = gridsampler.grid_sample(x, g, mode, "reflection", True)
+            out_sub = gridsampler.grid_sample(x.view(_Sub), g.view(_Sub), mode, "reflection", True)
+            assert out.dtype == dtype and type(out) is np.ndarray
+            assert np.array_equal(out, np.asarray(out_sub))
+            for mask in ((True, True), [True, False], (False, True)):
+                plain = gridsampler.grid_sample_backward(w, x, g, mode, "reflection", True, mask)
+                general = gridsampler.grid_sample_backward(w.view(_Sub), x.view(_Sub), g.view(_Sub),
+                                                           mode, "reflection", True, mask)
+                for a, b, wanted in zip(plain, general, mask):
+                    assert (a is None) == (not wanted) and (b is None) == (not wanted)
+                    if wanted:
+                        assert a.dtype == dtype and np.array_equal(a, np.asarray(b))
+    # Errors are the general path's, whichever path a call starts on.
+    with pytest.raises(TypeError):
+        gridsampler.grid_sample(x, g.astype(np.float32 if dtype != np.float32 else np.float64))
+    with pytest.raises(ValueError, match="output_mask|unpack"):
+        gridsampler.grid_sample_backward(w, x, g, output_mask=(True, True, True))
+
+
 def test_num_threads_same_bits():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((2, 40, 33, 37)).astype(np.float32)
