@@ -264,7 +264,7 @@ def _second_order(ctx, gg_dx: Optional[Tensor], gg_dgrid: Optional[Tensor]):
     grad, input, grid = ctx.saved_tensors
     gg_dx = _incoming(gg_dx, ctx.output_mask[0])
     gg_dgrid = _incoming(gg_dgrid, ctx.output_mask[1])
-    want = _switch.second_order_wanted(ctx.needs_input_grad[:3], gg_dgrid)
+    want = _switch.second_order_wanted(_engine_needs(ctx, ctx.needs_input_grad[:3]), gg_dgrid)
     results: list = [None, None, None]
     if any(want):
         results = list(_double_backward_call(input.dim(), gg_dx, gg_dgrid, grad, input, grid,
@@ -307,11 +307,37 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.options = (mode, padding_mode, align_corners)
 
 
+_will_engine_execute_node = getattr(torch._C, "_will_engine_execute_node", None)
+
+
+def _engine_needs(ctx, needed: Sequence[bool]) -> list:
+    """``needed`` (the formula's ``needs_input_grad`` for its leading tensor
+    inputs) less the inputs whose gradient the running backward pass does not
+    use: ``torch.autograd.grad(loss, x)`` on a graph where the grid requires
+    grad as well (an R1 penalty through a learned warp) needs no dgrid, and
+    PyTorch's own formulas skip it too (they ask the engine through
+    task_should_compute_output). The engine can answer for an input with a
+    grad_fn, not for a leaf under ``autograd.grad``: that, or any failure to
+    ask, counts as needed."""
+    want = [bool(w) for w in needed]
+    nodes = getattr(ctx, "next_functions", None)
+    if _will_engine_execute_node is None or nodes is None or len(nodes) < len(want):
+        return want
+    for i, w in enumerate(want):
+        node = nodes[i][0]
+        if w and node is not None:
+            try:
+                want[i] = bool(_will_engine_execute_node(node))
+            except RuntimeError:
+                pass
+    return want
+
+
 def _first_order_backward(ctx, grad: Tensor):
     """The autograd formula of a forward (operator or direct call): the
     backward, asked only for the gradients that are needed."""
     input, grid = ctx.saved_tensors
-    want_dx, want_dgrid = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    want_dx, want_dgrid = _engine_needs(ctx, ctx.needs_input_grad[:2])
     dx: Optional[Tensor] = None
     dgrid: Optional[Tensor] = None
     if want_dx or want_dgrid:

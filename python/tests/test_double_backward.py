@@ -268,6 +268,58 @@ def test_direct_calls_and_operators_give_the_same_bits(monkeypatch, rank, mode, 
             assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("direct", [True, False])
+def test_gradients_the_pass_does_not_use_are_not_computed(monkeypatch, direct):
+    """An R1-style step: the loss's gradient with respect to the images only
+    (autograd.grad(..., x)) while the grid comes from a warp whose parameters
+    require grad. That pass uses no dgrid, and the engine says so: the first
+    backward is asked for dx alone (as PyTorch's own formula is), the double
+    backward of the penalty for what theta needs; the gradients equal
+    PyTorch's. A plain .backward() still gets every gradient."""
+    monkeypatch.setattr(gst, "_direct_calls", direct)
+    masks = {"backward": [], "double": []}
+    first, second = gst._backward_call, gst._double_backward_call
+
+    def backward_call(*args):
+        masks["backward"].append(list(args[-1]))
+        return first(*args)
+
+    def double_backward_call(*args):
+        masks["double"].append(list(args[-1]))
+        return second(*args)
+
+    monkeypatch.setattr(gst, "_backward_call", backward_call)
+    monkeypatch.setattr(gst, "_double_backward_call", double_backward_call)
+    gen = torch.Generator().manual_seed(3)
+    images = torch.randn(2, 3, 6, 7, generator=gen, dtype=torch.float64)
+    w = torch.randn(2, 3, 5, 4, generator=gen, dtype=torch.float64)
+    angle = torch.tensor([0.1, -0.2], dtype=torch.float64)
+    theta0 = torch.stack([torch.stack([angle.cos(), -angle.sin(), 0.1 * angle], 1),
+                          torch.stack([angle.sin(), angle.cos(), -0.1 * angle], 1)], 1)
+    results = {}
+    for name, sample in (("gs", gst.grid_sample), ("torch", F.grid_sample)):
+        theta = theta0.clone().requires_grad_()
+        x = images.clone().requires_grad_()
+        grid = F.affine_grid(theta, (2, 3, 5, 4), align_corners=False)
+        out = sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
+        (dx,) = torch.autograd.grad((out * w).sum(), x, create_graph=True)
+        (dx ** 2).sum().backward()
+        results[name] = (dx.detach(), theta.grad)
+    for a, b in zip(results["gs"], results["torch"]):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+    assert masks["backward"] == [[True, False]]
+    # d_grad: the grad (w) requires none; d_input: dx does not depend on the
+    # input; d_grid for theta.
+    assert masks["double"] == [[False, False, True]]
+    masks["backward"].clear()
+    x = images.clone().requires_grad_()
+    theta = theta0.clone().requires_grad_()
+    grid = F.affine_grid(theta, (2, 3, 5, 4), align_corners=False)
+    (gst.grid_sample(x, grid, padding_mode="reflection", align_corners=False) * w).sum().backward()
+    assert masks["backward"] == [[True, True]]
+    assert x.grad is not None and theta.grad is not None
+
+
 def test_dispatch_modes_and_tracing_see_the_operators():
     """What must see one operator per call gets the operators: a dispatch mode
     (also when it is active only in the backward), a function mode and
