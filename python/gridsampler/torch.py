@@ -475,6 +475,10 @@ class _SampleDoubleBackward(torch.autograd.Function):
 def _sample_call(rank: int, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
                  align_corners: bool) -> Tensor:
     if _direct(input, grid):
+        if not (torch.is_grad_enabled() and (input.requires_grad or grid.requires_grad)):
+            # Nothing to record (inference, augmentation without gradients):
+            # the autograd.Function would only add its ~3 us.
+            return _forward(rank, input, grid, mode, padding_mode, align_corners)
         return _Sample.apply(input, grid, mode, padding_mode, align_corners, rank)
     op = grid_sampler_2d if rank == 4 else grid_sampler_3d
     return op(input, grid, mode, padding_mode, align_corners)

@@ -146,8 +146,21 @@ def test_only_needed_gradients(torch, gt, mask):
 def test_no_grad_needed(torch, gt):
     x, g, _ = make_problem(torch, torch.float32)
     out = gt.grid_sample(x, g, align_corners=False)
-    assert not out.requires_grad
+    assert not out.requires_grad and out.grad_fn is None
     torch.testing.assert_close(out, torch.nn.functional.grid_sample(x, g, align_corners=False))
+    # Without gradients to record (plain tensors, or grad mode off) the call
+    # skips the autograd.Function: the same bits as a recorded call.
+    xr, gr = x.clone().requires_grad_(), g.clone().requires_grad_()
+    recorded = gt.grid_sample(xr, gr, "bicubic", "reflection", True)
+    assert recorded.grad_fn is not None
+    with torch.no_grad():
+        off = gt.grid_sample(xr, gr, "bicubic", "reflection", True)
+    with torch.inference_mode():
+        inference = gt.grid_sample(x, g, "bicubic", "reflection", True)
+    plain = gt.grid_sample(x, g, "bicubic", "reflection", True)
+    for t in (off, inference, plain):
+        assert not t.requires_grad and t.grad_fn is None
+        assert torch.equal(t, recorded.detach())
 
 
 def test_expanded_upstream_gradient(torch, gt):
