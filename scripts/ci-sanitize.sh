@@ -39,7 +39,7 @@ TSAN_CASES=(double_backward_test 'double_backward_test\.DoubleBackward\.BitwiseI
             volume_kernels_test 'volume_kernels_test\.VolumeKernels\.ThreadCountsAreBitIdentical'
             volume_double_backward_test 'volume_double_backward_test\.VolumeDoubleBackward\.BitwiseIdentical'
             forward_copies_test 'forward_copies_test\..*(Volumes|bilinear_float32|bicubic_float64)'
-            fused_tiles_test 'fused_tiles_test\..*/(border_float32|reflection_align_float64)')
+            fused_tiles_test 'fused_tiles_test\..*/(bilinear_border_float32|bilinear_reflection_align_float64|bicubic_border_float32)')
 
 # Nothing in the sanitizer builds is worth the time of the full SIMD target
 # list or of the benchmarks.

@@ -144,7 +144,6 @@ TEST_P(FusedTiles, SameBitsAsBuildersAndMicrokernels) {
           for (gs::OutputMask mask : masks) {
             const Outputs want = run_plans(p, mask, false, 2);
             const Outputs got = run_plans(p, mask, true, 2);
-            const Outputs got3 = run_plans(p, mask, true, 3);
             const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
                                      std::string(gs::to_string(dtype)) + " " + to_string(d) + " range " +
                                      std::to_string(range) + (specials ? " specials" : "") + " mask " +
@@ -152,9 +151,14 @@ TEST_P(FusedTiles, SameBitsAsBuildersAndMicrokernels) {
             EXPECT_EQ(got.out.storage(), want.out.storage()) << what << " forward";
             EXPECT_EQ(got.dx.storage(), want.dx.storage()) << what << " dx";
             EXPECT_EQ(got.dgrid.storage(), want.dgrid.storage()) << what << " dgrid";
-            EXPECT_EQ(got3.out.storage(), got.out.storage()) << what << " forward, 3 threads";
-            EXPECT_EQ(got3.dx.storage(), got.dx.storage()) << what << " dx, 3 threads";
-            EXPECT_EQ(got3.dgrid.storage(), got.dgrid.storage()) << what << " dgrid, 3 threads";
+            // Another thread count, with both outputs (threads_test covers
+            // the masks' thread counts).
+            if (mask.input && mask.grid) {
+              const Outputs got3 = run_plans(p, mask, true, 3);
+              EXPECT_EQ(got3.out.storage(), got.out.storage()) << what << " forward, 3 threads";
+              EXPECT_EQ(got3.dx.storage(), got.dx.storage()) << what << " dx, 3 threads";
+              EXPECT_EQ(got3.dgrid.storage(), got.dgrid.storage()) << what << " dgrid, 3 threads";
+            }
           }
         }
       }

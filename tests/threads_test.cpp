@@ -41,11 +41,15 @@ Outputs run_threads(const Problem& p, int threads, gridsampler::OutputMask mask 
   return run(q, false, Layout::kContiguous, mask);
 }
 
-TEST(Threads, BitwiseIdenticalForAnyThreadCount) {
+// One test per mode, so that ctest can run them side by side (under the
+// sanitizers this is the suite's longest program).
+class ThreadsByMode : public ::testing::TestWithParam<Interpolation> {};
+
+TEST_P(ThreadsByMode, BitwiseIdenticalForAnyThreadCount) {
+  const Interpolation mode = GetParam();
   for (const Split& split : kSplits) {
     for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
-      for (Interpolation mode :
-           {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
+      {
         const Options opt{mode, Padding::kReflection, false};
         const Problem p = Problem::random(split.dims, dt, opt, 77, 1.2);
         const Outputs one = run_threads(p, 1);
@@ -70,6 +74,13 @@ TEST(Threads, BitwiseIdenticalForAnyThreadCount) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Threads, ThreadsByMode,
+                         ::testing::Values(Interpolation::kBilinear, Interpolation::kNearest,
+                                           Interpolation::kBicubic),
+                         [](const ::testing::TestParamInfo<Interpolation>& info) {
+                           return std::string(gridsampler::to_string(info.param));
+                         });
 
 // Only one output wanted: same bits as when both are computed.
 TEST(Threads, MaskedRunsMatchFullRuns) {
