@@ -84,6 +84,9 @@ TEST(ZeroFill, EveryElementOfTheViewAndNothingElse) {
 TEST(ZeroFill, EmptyViewsTouchNothing) {
   // A zero-sized dimension: nothing is written, whatever the data pointer.
   gridsampler::detail::zero_fill<4>(nullptr, 4, {3, 0, 5, 5}, {0, 0, 0, 0});
+  // ... also when a negative stride comes before the empty dimension (the
+  // lowest address of a null view is not computed: UBSan checks).
+  gridsampler::detail::zero_fill<4>(nullptr, 4, {3, 5, 0, 5}, {-8, 1, 0, 2});
   std::vector<unsigned char> buf(64, 0xAB);
   gridsampler::detail::zero_fill<5>(buf.data(), 4, {2, 2, 0, 2, 2}, {8, 4, 4, 2, 1});
   for (unsigned char b : buf) ASSERT_EQ(b, 0xAB);

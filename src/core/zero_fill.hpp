@@ -27,11 +27,15 @@ void zero_fill(void* data, std::size_t elem, const std::array<int64_t, Rank>& sh
   struct Dim {
     int64_t size, stride;
   };
+  // An empty view first: its data may be null, and even moving a null
+  // pointer to a negative stride's lowest address is undefined.
+  for (std::size_t i = 0; i < Rank; ++i) {
+    if (shape[i] == 0) return;
+  }
   auto* base = static_cast<unsigned char*>(data);
   std::array<Dim, Rank> dims{};
   std::size_t rank = 0;
   for (std::size_t i = 0; i < Rank; ++i) {
-    if (shape[i] == 0) return;
     if (shape[i] == 1) continue;
     int64_t s = strides[i];
     if (s < 0) {  // start at the lowest address instead
