@@ -49,27 +49,25 @@ TEST_P(ThreadsByMode, BitwiseIdenticalForAnyThreadCount) {
   const Interpolation mode = GetParam();
   for (const Split& split : kSplits) {
     for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
-      {
-        const Options opt{mode, Padding::kReflection, false};
-        const Problem p = Problem::random(split.dims, dt, opt, 77, 1.2);
-        const Outputs one = run_threads(p, 1);
-        const std::string what = std::string(split.name) + " " + describe(opt) + " " +
-                                 std::string(gridsampler::to_string(dt));
-        for (int threads : {2, 3, 7, 1}) {
-          const Outputs o = run_threads(p, threads);
-          EXPECT_EQ(o.out.storage(), one.out.storage()) << what << " threads=" << threads;
-          EXPECT_EQ(o.dx.storage(), one.dx.storage()) << what << " threads=" << threads;
-          EXPECT_EQ(o.dgrid.storage(), one.dgrid.storage()) << what << " threads=" << threads;
-        }
-        // And close to the float64 reference.
-        const Outputs ref = run(p, true);
-        for (auto [got, want, name] : {std::tuple{&one.out, &ref.out, "forward"},
-                                       std::tuple{&one.dx, &ref.dx, "dx"},
-                                       std::tuple{&one.dgrid, &ref.dgrid, "dgrid"}}) {
-          const Diff d = compare(got->values(), want->values());
-          const double k = dt == DType::kFloat32 ? 16.0 * (split.dims.c + 1) * 16 : 2.0;
-          EXPECT_LE(d.max_abs, tolerance(dt, d.max_ref, k)) << what << " " << name;
-        }
+      const Options opt{mode, Padding::kReflection, false};
+      const Problem p = Problem::random(split.dims, dt, opt, 77, 1.2);
+      const Outputs one = run_threads(p, 1);
+      const std::string what = std::string(split.name) + " " + describe(opt) + " " +
+                               std::string(gridsampler::to_string(dt));
+      for (int threads : {2, 3, 7, 1}) {
+        const Outputs o = run_threads(p, threads);
+        EXPECT_EQ(o.out.storage(), one.out.storage()) << what << " threads=" << threads;
+        EXPECT_EQ(o.dx.storage(), one.dx.storage()) << what << " threads=" << threads;
+        EXPECT_EQ(o.dgrid.storage(), one.dgrid.storage()) << what << " threads=" << threads;
+      }
+      // And close to the float64 reference.
+      const Outputs ref = run(p, true);
+      for (auto [got, want, name] : {std::tuple{&one.out, &ref.out, "forward"},
+                                     std::tuple{&one.dx, &ref.dx, "dx"},
+                                     std::tuple{&one.dgrid, &ref.dgrid, "dgrid"}}) {
+        const Diff d = compare(got->values(), want->values());
+        const double k = dt == DType::kFloat32 ? 16.0 * (split.dims.c + 1) * 16 : 2.0;
+        EXPECT_LE(d.max_abs, tolerance(dt, d.max_ref, k)) << what << " " << name;
       }
     }
   }

@@ -100,7 +100,7 @@ void forward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int64_t
 // tile at p0 through a tile of their own (the builder, then what
 // backward_channel computes per pixel): index[tap] and product[tap] from i
 // as backward_fused_bicubic_tile writes them, sums and mult likewise.
-// grad holds the pixels' grad values. Out of line for the tile's sake, as
+// grad points at the pixels' grad values. Out of line for the tile's sake, as
 // forward_bicubic_through_tile.
 template <Padding P, bool kAlign, bool kDx, bool kDgrid>
 HWY_NOINLINE void backward_bicubic_through_tile(const TileSource& src, int64_t n, int64_t p0, int i, int live,
@@ -165,10 +165,8 @@ void backward_fused_bicubic_tile(const TileSource& src, int64_t n, int64_t p0, i
     BicubicLanes<hn::ScalableTag<float>> s;
     bicubic_lanes<P, kAlign>(d, gx, gy, src.in_h, src.in_w, /*derivatives=*/kDgrid, &s);
     if (!hn::AllFalse(di, s.bad)) {
-      alignas(64) float grads[hn::MaxLanes(d)];
-      hn::Store(grad, d, grads);
-      backward_bicubic_through_tile<P, kAlign, kDx, kDgrid>(src, n, p0, i, std::min(lanes, count - i), grads, ip,
-                                                             index, product, sums, mult);
+      backward_bicubic_through_tile<P, kAlign, kDx, kDgrid>(src, n, p0, i, std::min(lanes, count - i), gp + p0 + i,
+                                                             ip, index, product, sums, mult);
       continue;
     }
     auto sx = hn::Zero(d), sy = hn::Zero(d);
