@@ -104,6 +104,12 @@ def bytes_of(w, op):
 
 def ours_files_ms(cli, w, folder, op, threads, reps):
     """`gridsampler bench` on a workload's files: median ms."""
+    return ours_files_result(cli, w, folder, op, threads, reps)["median_ms"]
+
+
+def ours_files_result(cli, w, folder, op, threads, reps):
+    """`gridsampler bench` on a workload's files: its JSON answer (median_ms,
+    gbps, peak_extra_mib, ...)."""
     cmd = [cli, "bench", "--input", f"{folder}/input.npy", "--grid", f"{folder}/grid.npy", "--op", op,
            "--mode", w.mode, "--padding", w.padding, "--dtype", w.dtype, "--layout", w.layout,
            "--threads", str(threads), "--reps", str(reps)]
@@ -118,7 +124,7 @@ def ours_files_ms(cli, w, folder, op, threads, reps):
     expected = bytes_of(w, op) / (result["median_ms"] * 1e6)
     if abs(result["gbps"] - expected) > 1e-3 * expected + 1e-6:
         raise RuntimeError(f"{w.name} {op}: the CLI reports {result['gbps']} GB/s, bytes_moved gives {expected}")
-    return result["median_ms"]
+    return result
 
 
 class TorchWorker:

@@ -1,32 +1,42 @@
 #!/usr/bin/env python3
-"""Peak extra memory of grid_sampler_2d_backward: PyTorch against gridsampler.
+"""Peak extra memory of grid sampling: PyTorch against gridsampler.
 
-    /usr/bin/python3 bench/memory.py [--cli build/tools/gridsampler]
+    /usr/bin/python3 bench/memory.py [--suite tuned|real|volumes] [--op forward,backward]
+        [--cli build/tools/gridsampler]
         [--torch-python ~/.cache/gridsampler/venv-py3.11/bin/python]
         [--threads 2] [--runs 1] [--cases SUBSTRING ...]
 
-Each side runs each case in a fresh process of its own, 3 backward calls
-(output_mask both gradients) on random float data, with --threads threads:
+Suites: `tuned` (the default) is the eight backward cases below, on random
+data each side makes for itself; `real` and `volumes` are the named
+workloads of bench/workloads.py (compare_torch.py's suites), forward and
+backward (--op), on the workloads' own files: each side loads the same .npy
+files (PyTorch through bench/torch_worker.py --memory, gridsampler through
+`gridsampler bench --input --grid --grad`) and converts them to the
+workload's dtype and layout before the baseline.
 
-  * PyTorch: torch.ops.aten.grid_sampler_2d_backward, called 3 times by the
-    interpreter given as --torch-python (torch.set_num_threads(--threads));
-    each call's results are dropped as soon as it returns.
+Each side runs each case in a fresh process of its own, 3 calls (backward:
+output_mask both gradients), with --threads threads:
+
+  * PyTorch: torch.ops.aten.grid_sampler_2d_backward (the suites: the
+    workload's op, 2-D or 3-D), called 3 times by the interpreter given as
+    --torch-python (torch.set_num_threads(--threads)); each call's results
+    are dropped as soon as it returns.
   * gridsampler: `<cli> bench --reps 2` (a warm-up call and 2 timed ones),
     which reports peak_extra_mib in its JSON line.
 
 "Extra" is the same on both sides: the process's peak resident memory
-(getrusage's ru_maxrss) after the 3 calls, minus its resident memory once
-the inputs (input, grid, grad) exist and are filled. The outputs (dx, dgrid)
-do not exist yet at that point, on either side, so they count as extra: the
+(Linux: VmHWM, which ru_maxrss reports) after the 3 calls, minus its resident memory once
+the inputs (input, grid, grad) exist and are filled. The outputs (output,
+or dx and dgrid) do not exist yet at that point, on either side, so they count as extra: the
 outputs PyTorch allocates in each call, the ones the CLI allocates once
 before its calls. Just before the baseline, freed heap memory is returned
 to the system (glibc's malloc_trim) and the peak is lowered to the current
 resident size (Linux: writing 5 to /proc/self/clear_refs), so that neither
 memory the start-up freed (which a call could reuse without growing) nor a
 transient peak of the start-up (importing torch, filling the inputs) can
-hide part of the calls' memory. The inputs are filled in place on both
-sides. Both sides start their thread pools
-during the calls, after the baseline.
+hide part of the calls' memory. The tuned cases' inputs are filled in
+place on both sides. Both sides start their thread pools during the calls,
+after the baseline.
 
 Prints a markdown table: case, each side's MiB and the ratio ours / torch
 (the medians over --runs processes), and each side's median time per call
@@ -54,23 +64,14 @@ CASES = [
     ((4096, 1, 32, 48, 7, 7), "bilinear", "zeros", True, "f32"),
 ]
 
-# The PyTorch side, run as `python -c TORCH_CHILD '<json args>'`.
-TORCH_CHILD = r"""
-import ctypes, ctypes.util, json, resource, sys, time
-import torch
+HERE = os.path.dirname(os.path.abspath(__file__))
 
-def peak_rss_kib(reset):
-    if reset:
-        try:  # glibc: return freed heap memory first (as the CLI does)
-            ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
-        except (OSError, AttributeError):
-            pass
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-        except OSError:
-            pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# The PyTorch side of the tuned cases, run as `python -c TORCH_CHILD '<json args>'`.
+TORCH_CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[2])
+import torch
+from torch_worker import peak_rss_kib
 
 a = json.loads(sys.argv[1])
 torch.set_num_threads(a["threads"])
@@ -103,7 +104,7 @@ def run_torch(python, case, threads):
     shape, mode, pad, align, dtype = case
     arg = json.dumps({"shape": shape, "mode": MODES[mode], "padding": PADS[pad], "align": align,
                       "dtype": dtype, "threads": threads})
-    out = subprocess.run([python, "-c", TORCH_CHILD, arg], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([python, "-c", TORCH_CHILD, arg, HERE], check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -117,6 +118,68 @@ def run_ours(cli, case, threads):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def run_torch_files(python, w, folder, op, threads):
+    cmd = {"dir": folder, "op": op, "mode": w.mode, "padding": w.padding, "align_corners": w.align_corners,
+           "dtype": w.dtype, "layout": w.layout, "threads": threads, "reps": 2}
+    out = subprocess.run([python, os.path.join(HERE, "torch_worker.py"), "--memory", json.dumps(cmd)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:  # a dtype this torch's CPU kernel lacks, say
+        print(f"  torch, {w.name} {op}: {(out.stderr.strip().splitlines() or ['failed'])[-1]}", file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def medians(runs, key):
+    return None if None in runs else statistics.median(r[key] for r in runs)
+
+
+def fmt(v, spec):
+    return "n/a" if v is None else format(v, spec)
+
+
+def main_suite(args):
+    """The named workloads: a table per suite, forward and backward."""
+    import tempfile
+    import shutil
+
+    from compare_torch import ours_files_result, save_inputs
+    from workloads import VOLUME_WORKLOADS, WORKLOADS
+
+    workloads = [w for w in (WORKLOADS if args.suite == "real" else VOLUME_WORKLOADS)
+                 if not args.cases or any(c in w.label() for c in args.cases)]
+    if not workloads:
+        sys.exit("no workload matches --cases")
+    ops = args.op.split(",")
+    rows, ratios, version = [], [], None
+    for w in workloads:
+        folder = tempfile.mkdtemp(prefix="gs_memory_")
+        try:
+            save_inputs(w, folder)
+            for op in ops:
+                t = [run_torch_files(args.torch_python, w, folder, op, args.threads) for _ in range(args.runs)]
+                o = [ours_files_result(args.cli, w, folder, op, args.threads, 2) for _ in range(args.runs)]
+                version = version or next((r["torch"] for r in t if r), None)
+                tm, om = medians(t, "peak_extra_mib"), medians(o, "peak_extra_mib")
+                tt, ot = medians(t, "median_ms"), medians(o, "median_ms")
+                ratio = None if tm is None else om / max(tm, 0.1)
+                if ratio is not None:
+                    ratios.append((ratio, om - tm, f"{w.name} {op}"))
+                rows.append(f"| {w.label()} | {op} | {fmt(tm, '.1f')} | {om:.1f} | {fmt(ratio, '.2f')} | "
+                            f"{fmt(tt, '.2f')} | {ot:.2f} |")
+                print(f"  {w.name} {op}: torch {fmt(tm, '.1f')} MiB, ours {om:.1f} MiB", file=sys.stderr)
+        finally:
+            shutil.rmtree(folder)
+    print(f"{args.suite} suite; torch {version}; {args.threads} threads, 3 calls; peak extra MiB "
+          f"(median of {args.runs} process(es) per side)\n")
+    print("| workload | op | torch MiB | ours MiB | ours/torch | torch ms | ours ms |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(row)
+    over = [r for r in ratios if r[0] > 1.5]
+    print(f"\nover 1.5x PyTorch's: {len(over)} of {len(ratios)}" +
+          "".join(f"; {name} {r:.2f}x (+{d:.1f} MiB)" for r, d, name in sorted(over, reverse=True)))
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -126,7 +189,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=1, help="processes per case and side (median)")
     ap.add_argument("--cases", action="append", help="keep cases whose label contains this")
+    ap.add_argument("--suite", choices=["tuned", "real", "volumes"], default="tuned")
+    ap.add_argument("--op", default="forward,backward", help="suites real and volumes: the ops measured")
     args = ap.parse_args()
+    if args.suite != "tuned":
+        return main_suite(args)
     cases = [c for c in CASES if not args.cases or any(s in case_label(*c) for s in args.cases)]
     if not cases:
         sys.exit("no case matches --cases")

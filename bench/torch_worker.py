@@ -18,8 +18,16 @@ and grad), calls the op once to warm up and then R times, and answers
 dtype its CPU kernel lacks, say). An empty line or end of input ends it.
 
     python bench/torch_worker.py   (run by compare_torch.py, not by hand)
+
+`--memory JSON` instead runs one such command (reps ignored) in this fresh
+process and answers its peak extra memory (bench/memory.py's suites).
+
+    python bench/torch_worker.py --memory '{"dir": ..., ...}'
 """
+import ctypes
+import ctypes.util
 import json
+import resource
 import statistics
 import sys
 import time
@@ -48,7 +56,35 @@ def tensors(d, dtype, layout):
     return _loaded[key]
 
 
-def median_ms(cmd):
+def peak_rss_kib(reset):
+    """The process's peak resident KiB (Linux: VmHWM, else ru_maxrss, which
+    also holds the peak of what a vfork-then-exec replaced: the parent's).
+    reset: first return freed heap memory to the system (glibc's
+    malloc_trim, as `gridsampler bench` does) and lower the peak to the
+    current resident size (Linux: /proc/self/clear_refs), so what came
+    before cannot hide what follows."""
+    if reset:
+        try:
+            ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def op_call(cmd):
+    """The op a command names and its arguments, on the command's tensors."""
     torch.set_num_threads(cmd["threads"])
     t = tensors(cmd["dir"], cmd["dtype"], cmd["layout"])
     mode, pad, align = MODES[cmd["mode"]], PADS[cmd["padding"]], cmd["align_corners"]
@@ -61,6 +97,11 @@ def median_ms(cmd):
     else:
         fn = ops.grid_sampler_3d if volume else ops.grid_sampler_2d
         args = (t["input"], t["grid"], mode, pad, align)
+    return fn, args
+
+
+def median_ms(cmd):
+    fn, args = op_call(cmd)
     fn(*args)  # warm-up, and the place a missing kernel shows
     times = []
     for _ in range(cmd["reps"]):
@@ -70,7 +111,27 @@ def median_ms(cmd):
     return statistics.median(times)
 
 
+def peak_extra(cmd):
+    """bench/memory.py's measurement: peak resident MiB of 3 calls (a warm-up
+    and 2 timed ones, as `gridsampler bench --reps 2` makes) over the
+    process's memory once the inputs exist; the outputs count as extra."""
+    fn, args = op_call(cmd)
+    base = peak_rss_kib(True)
+    times = []
+    for i in range(3):
+        t0 = time.perf_counter()
+        fn(*args)  # each call's results are dropped at once
+        if i:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return {"peak_extra_mib": (peak_rss_kib(False) - base) / 1024, "median_ms": statistics.median(times),
+            "torch": torch.__version__}
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--memory":
+        # One command, in a process of its own (bench/memory.py).
+        print(json.dumps(peak_extra(json.loads(sys.argv[2]))), flush=True)
+        return
     print(json.dumps({"torch": torch.__version__}), flush=True)
     for line in sys.stdin:
         if not line.strip():

@@ -74,11 +74,17 @@ Status copy_given(const char* name, const T* from, T* to) {
   return Status::Ok();
 }
 
-// The process's peak resident memory so far (getrusage's ru_maxrss), in KiB.
-// With `reset`, free heap memory is first returned to the system (glibc) and
-// the peak lowered to the current resident size (Linux:
-// /proc/self/clear_refs), so that neither a transient peak of the set-up nor
-// memory it freed can hide the calls' own.
+// The process's peak resident memory so far, in KiB. With `reset`, free
+// heap memory is first returned to the system (glibc) and the peak lowered
+// to the current resident size (Linux: /proc/self/clear_refs), so that
+// neither a transient peak of the set-up nor memory it freed can hide the
+// calls' own.
+//
+// Linux: VmHWM from /proc/self/status, the peak that clear_refs lowers.
+// getrusage's ru_maxrss is at least that and also the peak of the memory the
+// process replaced at exec, which for a child that Python starts (vfork,
+// then exec) is the Python parent's own peak: a bench run from a script
+// holding large arrays would report no extra memory at all.
 double peak_rss_kib(bool reset) {
 #if defined(__GLIBC__)
   // Freed heap memory the allocator still holds would hide as much of the
@@ -91,6 +97,15 @@ double peak_rss_kib(bool reset) {
       std::fputs("5", f);
       std::fclose(f);
     }
+  }
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    double kib = -1;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
+    }
+    std::fclose(f);
+    if (kib >= 0) return kib;
   }
 #else
   (void)reset;

@@ -211,8 +211,11 @@ def test_torch_compile_inductor(torch, gt):
     torch._dynamo.reset()
     x, g, w = make_problem(torch, torch.float32, seed=6)
 
+    # Around the op, elementwise work that inductor's code and eager round
+    # alike (a tanh can differ by an ulp between them, which bicubic's dgrid
+    # magnifies past assert_close's float32 bound), so the gradients match.
     def f(x, g, w):
-        out = gt.grid_sample(x * 2.0, g.tanh(), "bicubic", "border", True)
+        out = gt.grid_sample(x * 2.0, g * 0.9, "bicubic", "border", True)
         return (out * w).sum()
 
     compiled = torch.compile(f, fullgraph=True)
@@ -223,6 +226,7 @@ def test_torch_compile_inductor(torch, gt):
     f(xe, ge, w).backward()
     torch.testing.assert_close(loss, f(x, g, w))
     torch.testing.assert_close(xs.grad, xe.grad)
+    torch.testing.assert_close(gs.grad, ge.grad)
     torch.testing.assert_close(gs.grad, ge.grad)
 
 

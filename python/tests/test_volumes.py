@@ -233,8 +233,11 @@ def test_torch_compile_inductor(torch, gt):
     torch._dynamo.reset()
     x, g, w = make_problem(torch, torch.float32, seed=8)
 
+    # Around the op, elementwise work that inductor's code and eager round
+    # alike (a tanh can differ by an ulp between them, which bicubic's dgrid
+    # magnifies past assert_close's float32 bound), so the gradients match.
     def f(x, g, w):
-        out = gt.grid_sample(x * 2.0, g.tanh(), "bicubic", "border", True)
+        out = gt.grid_sample(x * 2.0, g * 0.9, "bicubic", "border", True)
         return (out * w).sum()
 
     compiled = torch.compile(f, fullgraph=True)
