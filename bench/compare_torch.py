@@ -127,6 +127,12 @@ def ours_files_result(cli, w, folder, op, threads, reps):
     return result
 
 
+def worker_command(w, folder, op, threads, reps):
+    """bench/torch_worker.py's command for a workload's files."""
+    return {"dir": folder, "op": op, "mode": w.mode, "padding": w.padding, "align_corners": w.align_corners,
+            "dtype": w.dtype, "layout": w.layout, "threads": threads, "reps": reps}
+
+
 class TorchWorker:
     """bench/torch_worker.py under one interpreter, kept running."""
 
@@ -141,9 +147,7 @@ class TorchWorker:
 
     def median_ms(self, w, folder, op, threads, reps):
         """Median ms, or None when this torch cannot run the workload."""
-        cmd = {"dir": folder, "op": op, "mode": w.mode, "padding": w.padding, "align_corners": w.align_corners,
-               "dtype": w.dtype, "layout": w.layout, "threads": threads, "reps": reps}
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.write(json.dumps(worker_command(w, folder, op, threads, reps)) + "\n")
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"{self.python}: bench/torch_worker.py exited during {w.name} {op}")

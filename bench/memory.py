@@ -119,8 +119,9 @@ def run_ours(cli, case, threads):
 
 
 def run_torch_files(python, w, folder, op, threads):
-    cmd = {"dir": folder, "op": op, "mode": w.mode, "padding": w.padding, "align_corners": w.align_corners,
-           "dtype": w.dtype, "layout": w.layout, "threads": threads, "reps": 2}
+    from compare_torch import worker_command
+
+    cmd = worker_command(w, folder, op, threads, reps=2)
     out = subprocess.run([python, os.path.join(HERE, "torch_worker.py"), "--memory", json.dumps(cmd)],
                          capture_output=True, text=True)
     if out.returncode != 0:  # a dtype this torch's CPU kernel lacks, say
@@ -181,9 +182,8 @@ def main_suite(args):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cli", default=os.path.join(here, "..", "build", "tools", "gridsampler"))
+    ap.add_argument("--cli", default=os.path.join(HERE, "..", "build", "tools", "gridsampler"))
     ap.add_argument("--torch-python",
                     default=os.path.expanduser("~/.cache/gridsampler/venv-py3.11/bin/python"))
     ap.add_argument("--threads", type=int, default=2)

@@ -227,7 +227,6 @@ def test_torch_compile_inductor(torch, gt):
     torch.testing.assert_close(loss, f(x, g, w))
     torch.testing.assert_close(xs.grad, xe.grad)
     torch.testing.assert_close(gs.grad, ge.grad)
-    torch.testing.assert_close(gs.grad, ge.grad)
 
 
 def test_torch_compile_dynamic_shapes(torch, gt):
