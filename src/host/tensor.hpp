@@ -94,6 +94,7 @@ class StridedTensor {
   const std::byte* element(const Shape& index) const;
   template <class F>
   void for_each_index(F&& f) const;
+  bool dense_row_major() const;
 
   DType dtype_ = DType::kFloat32;
   Shape shape_{};
