@@ -85,11 +85,15 @@ void make_affine(Problem* p) {
   }
 }
 
-// Forward and backward through the planner and drivers, with the plans'
-// fused tiles or without them (the builders and microkernels then run).
-// Nearest has fused tiles in the forward only: its backward is not run (dx
-// and dgrid stay NaN).
-Outputs run_plans(const Problem& p, gs::OutputMask mask, bool fused, int threads) {
+// How run_plans runs: without the plans' fused tiles (the builders and
+// microkernels then run), or with them, their window reads off or on
+// whatever the CPU (the planner turns them on for some CPUs only).
+enum class Fused { kNo, kGathers, kWindows };
+
+// Forward and backward through the planner and drivers. Nearest has fused
+// tiles in the forward only: its backward is not run (dx and dgrid stay
+// NaN).
+Outputs run_plans(const Problem& p, gs::OutputMask mask, Fused fused, int threads) {
   const DType dt = p.input.dtype();
   Outputs o{Tensor(dt, p.grad.shape()), Tensor(dt, p.input.shape()), Tensor(dt, p.grid.shape())};
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -104,7 +108,8 @@ Outputs run_plans(const Problem& p, gs::OutputMask mask, bool fused, int threads
   EXPECT_TRUE(s.ok()) << s.message();
   gs::cpu::ForwardPlan forward = gs::cpu::plan_forward(fp);
   EXPECT_EQ(forward.fused != nullptr, vector_target);
-  if (!fused) forward.fused = nullptr;
+  if (fused == Fused::kNo) forward.fused = nullptr;
+  forward.window_reads = fused == Fused::kWindows;
   gs::cpu::run_forward(forward, p.input.view(), p.grid.view(), o.out.mutable_view());
   if (opt.interpolation == Interpolation::kNearest) return o;
   s = gs::detail::validate_backward(p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
@@ -112,7 +117,8 @@ Outputs run_plans(const Problem& p, gs::OutputMask mask, bool fused, int threads
   EXPECT_TRUE(s.ok()) << s.message();
   gs::cpu::BackwardPlan backward = gs::cpu::plan_backward(bp);
   EXPECT_EQ(backward.fused != nullptr, vector_target);
-  if (!fused) backward.fused = nullptr;
+  if (fused == Fused::kNo) backward.fused = nullptr;
+  backward.window_reads = fused == Fused::kWindows;
   std::vector<unsigned char> workspace(backward.workspace_bytes);
   gs::cpu::run_backward(backward, p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
                         o.dgrid.mutable_view(), workspace.data());
@@ -142,8 +148,8 @@ TEST_P(FusedTiles, SameBitsAsBuildersAndMicrokernels) {
                   ? std::vector<gs::OutputMask>{{true, true}, {true, false}, {false, true}}
                   : std::vector<gs::OutputMask>{{true, true}};  // (the forward alone runs)
           for (gs::OutputMask mask : masks) {
-            const Outputs want = run_plans(p, mask, false, 2);
-            const Outputs got = run_plans(p, mask, true, 2);
+            const Outputs want = run_plans(p, mask, Fused::kNo, 2);
+            const Outputs got = run_plans(p, mask, Fused::kWindows, 2);
             const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
                                      std::string(gs::to_string(dtype)) + " " + to_string(d) + " range " +
                                      std::to_string(range) + (specials ? " specials" : "") + " mask " +
@@ -151,10 +157,17 @@ TEST_P(FusedTiles, SameBitsAsBuildersAndMicrokernels) {
             EXPECT_EQ(got.out.storage(), want.out.storage()) << what << " forward";
             EXPECT_EQ(got.dx.storage(), want.dx.storage()) << what << " dx";
             EXPECT_EQ(got.dgrid.storage(), want.dgrid.storage()) << what << " dgrid";
+            // Gathers in place of window reads (float bilinear alone has them).
+            if (mode == Interpolation::kBilinear && dtype == DType::kFloat32) {
+              const Outputs gathers = run_plans(p, mask, Fused::kGathers, 2);
+              EXPECT_EQ(gathers.out.storage(), want.out.storage()) << what << " forward, gathers";
+              EXPECT_EQ(gathers.dx.storage(), want.dx.storage()) << what << " dx, gathers";
+              EXPECT_EQ(gathers.dgrid.storage(), want.dgrid.storage()) << what << " dgrid, gathers";
+            }
             // Another thread count, with both outputs (threads_test covers
             // the masks' thread counts).
             if (mask.input && mask.grid) {
-              const Outputs got3 = run_plans(p, mask, true, 3);
+              const Outputs got3 = run_plans(p, mask, Fused::kWindows, 3);
               EXPECT_EQ(got3.out.storage(), got.out.storage()) << what << " forward, 3 threads";
               EXPECT_EQ(got3.dx.storage(), got.dx.storage()) << what << " dx, 3 threads";
               EXPECT_EQ(got3.dgrid.storage(), got.dgrid.storage()) << what << " dgrid, 3 threads";
@@ -309,6 +322,14 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
     EXPECT_EQ(gs::cpu::plan_forward(dense(1, dtype, Interpolation::kNearest)).fused != nullptr, vector_target);
     EXPECT_EQ(gs::cpu::plan_backward(dense(1, dtype, Interpolation::kNearest)).fused, nullptr);
   }
+  // Window reads where fused tiles run, as the CPU's answer says (off
+  // elsewhere: nothing would read the flag).
+  const bool pay = gs::cpu::window_reads_pay();
+  EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kBilinear)).window_reads,
+            pay && vector_target);
+  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBilinear)).window_reads,
+            pay && vector_target);
+  EXPECT_FALSE(gs::cpu::plan_forward(dense(2, DType::kFloat32, Interpolation::kBilinear)).window_reads);
   // Not for 16-bit storage, other modes, several channels or strided planes.
   EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat16, Interpolation::kBilinear)).fused, nullptr);
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kBFloat16, Interpolation::kBilinear)).fused, nullptr);

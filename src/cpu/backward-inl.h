@@ -143,7 +143,8 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   T* values = reinterpret_cast<T*>(ws + plan.values);
   T* scratch = reinterpret_cast<T*>(ws + plan.scratch);
   // Weight derivatives and multipliers serve dgrid alone.
-  const TileSource src = tile_source(p, grid, grad.strides, input.strides, want_dgrid, /*wide_indices=*/false);
+  TileSource src = tile_source(p, grid, grad.strides, input.strides, want_dgrid, /*wide_indices=*/false);
+  src.window_reads = plan.window_reads;
   // One channel through fused tiles (plan.hpp) when the grid and grad are
   // dense as well.
   const Shape4& gs = grad.strides;

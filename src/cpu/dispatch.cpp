@@ -4,6 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "hwy/highway.h"
 #include "hwy/targets.h"
 
@@ -59,6 +63,20 @@ bool vector_target() {
   return target != HWY_SCALAR;
 }
 void force_targets(int64_t targets) { hwy::SetSupportedTargetsForTest(targets); }
+bool window_reads_pay() {
+  static const bool pay = [] {
+    if (const char* want = std::getenv("GRIDSAMPLER_WINDOW_READS")) return std::strcmp(want, "0") != 0;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned max_leaf = 0, vendor[3] = {};
+    if (__get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1]) == 0) return false;
+    return std::memcmp(vendor, "AuthenticAMD", 12) == 0;
+#else
+    return false;
+#endif
+  }();
+  return pay;
+}
+
 const char* target_name(int64_t target) { return hwy::TargetName(target); }
 
 }  // namespace gridsampler::cpu

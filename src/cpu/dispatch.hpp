@@ -69,5 +69,12 @@ int64_t current_target();
 bool vector_target();
 void force_targets(int64_t targets);
 const char* target_name(int64_t target);
+// Whether the fused tiles' window reads (fused-inl.h) beat gathers on this
+// CPU: on AMD's (a Zen 4: 1.1x-1.4x on windowed one-channel forwards), not
+// on Intel's, whose gathers are faster (an Emerald Rapids Xeon: the same
+// forwards 1.02x-1.29x faster without them; docs/performance.md, "Window
+// reads on Intel"). Read from CPUID's vendor once; GRIDSAMPLER_WINDOW_READS=0
+// or 1 overrides it. The choice changes no bit.
+bool window_reads_pay();
 
 }  // namespace gridsampler::cpu

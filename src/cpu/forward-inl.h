@@ -42,7 +42,8 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   S* out = static_cast<S*>(output.data);
   const Shape4& is = input.strides;
   const Shape4& os = output.strides;
-  const TileSource src = tile_source(p, grid, os, is, /*derivatives=*/false, /*wide_indices=*/false);
+  TileSource src = tile_source(p, grid, os, is, /*derivatives=*/false, /*wide_indices=*/false);
+  src.window_reads = plan.window_reads;
   // One channel plane or volume through fused tiles (plan.hpp) when the
   // grid and output are dense as well, in runs of kFusedRun pixels. (Each
   // output value depends on its pixel alone: the split changes no bits.)

@@ -362,7 +362,7 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
   const FusedStencil<P, kAlign, D, G> stencil(d, src);
   constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   const int c = static_cast<int>(count);
-  WindowBackoff windows(!kNearest && kWindowReads<T> && plane >= 2 * lanes);
+  WindowBackoff windows(src.window_reads && !kNearest && kWindowReads<T> && plane >= 2 * lanes);
   const NearestLanes<D, G, P != Padding::kZeros> nearest(d, stencil.size);
   for (int i = 0; i < c; i += lanes) {
     hn::Vec<D> mult[G];
@@ -445,7 +445,7 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
   // accumulator is -0; they start at +0, and a sum from +0 never becomes -0).
   alignas(64) TI index[K][kTile];
   alignas(64) T product[K][kTile];
-  WindowBackoff windows(kWindowReads<T> && plane >= 2 * lanes);
+  WindowBackoff windows(src.window_reads && kWindowReads<T> && plane >= 2 * lanes);
   for (int i = 0; i < count; i += lanes) {
     hn::Vec<D> m[G], grad;
     const auto t = stencil(g, i, count, m);

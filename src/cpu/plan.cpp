@@ -200,6 +200,7 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
       default:
         plan.fused = fused_entry(p, table.fused_forward, table.fused_forward_3d);
     }
+    plan.window_reads = window_reads_pay();
   }
   return plan;
 }
@@ -341,6 +342,7 @@ BackwardPlan plan_backward(const Problem& p) {
     plan.fused = p.options.interpolation == Interpolation::kBicubic  // (images only)
                      ? fused_entry(p, table.fused_backward_bicubic, table.fused_backward_bicubic)
                      : fused_entry(p, table.fused_backward, table.fused_backward_3d);
+    plan.window_reads = window_reads_pay();
   }
   return plan;
 }

@@ -81,6 +81,9 @@ struct ForwardPlan {
   // volume, bilinear or trilinear, float or double); the driver takes it
   // when the grid and the output are dense too.
   FusedForwardFn fused = nullptr;
+  // Whether the fused tiles may read windows instead of gathering
+  // (window_reads_pay(): the CPU decides; no bit changes).
+  bool window_reads = false;
 };
 
 struct BackwardPlan {
@@ -113,6 +116,7 @@ struct BackwardPlan {
   BackwardFn fn = nullptr;
   BuildTileFn build = nullptr;
   FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused (grid and grad dense)
+  bool window_reads = false;        // as ForwardPlan::window_reads
 };
 
 // How an interleaved forward gets its channel-minor copies: as the planner

@@ -81,6 +81,8 @@ struct TileSource {
   // skip the widening; the double backward asks for it. (The strided form
   // always has acc.)
   bool wide_indices = true;
+  // Whether fused tiles may read windows of the plane (the plan's choice).
+  bool window_reads = false;
 };
 
 inline TileSource tile_source(const detail::Problem& p, const TensorView& grid, const Shape4& out_strides,
