@@ -169,14 +169,10 @@ std::vector<double> StridedTensor<Rank>::values() const {
   std::vector<double> out;
   out.reserve(static_cast<std::size_t>(std::max<int64_t>(numel(), 0)));
   if (dense_row_major()) {
-    visit_dtype(dtype_, [&](auto tag) {
-      using S = decltype(tag);
-      for (std::size_t at = 0; at + sizeof(S) <= storage_.size(); at += sizeof(S)) {
-        S s;
-        std::memcpy(&s, storage_.data() + at, sizeof s);
-        out.push_back(static_cast<double>(load(s)));
-      }
-    });
+    const std::size_t size = dtype_size(dtype_);
+    for (std::size_t at = 0; at < storage_.size(); at += size) {
+      out.push_back(load_element(storage_.data() + at, dtype_));
+    }
     return out;
   }
   for_each_index([&](const Shape& i) { out.push_back(load_element(element(i), dtype_)); });
