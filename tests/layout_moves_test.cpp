@@ -114,12 +114,14 @@ void check_store_pairs(Rng& rng) {
 }
 
 // copy_values from dense planes, channels-last and transposed planes, by
-// ranges of pixels; load_grad_lanes likewise at a tile's pixels; the dx
-// stores back into each layout.
+// ranges of pixels; load_grad_lanes likewise at a tile's pixels; the dx and
+// output-tile stores back into each layout. The second block has 1, 2, 3 or
+// 5 channels, or the only block 2 or 3 (channels-last copies specialise
+// those counts and a full block, and whole packed pixels).
 template <int L, class S>
-void check_copies(Rng& rng) {
+void check_copies(Rng& rng, int64_t c) {
   using T = compute_t<S>;
-  const int64_t n_img = 2, c = L + 3, h = 5, w = 7, plane = h * w;
+  const int64_t n_img = 2, h = 5, w = 7, plane = h * w;
   const Shape4 shape{n_img, c, h, w};
   const Shape4 layouts[] = {contiguous_strides(shape), channels_last_strides(shape),
                             Shape4{c * h * w, h * w, 1, h}};  // H and W transposed
@@ -135,11 +137,12 @@ void check_copies(Rng& rng) {
     p.in_h = p.out_h = h;
     p.in_w = p.out_w = w;
     for (int64_t s0 : {int64_t{0}, int64_t{L}}) {
+      if (s0 >= c) continue;
       const int64_t s1 = std::min(c, s0 + L);
       for (int64_t q0 : {int64_t{0}, int64_t{3}, int64_t{16}}) {
         for (int64_t q1 : {int64_t{17}, plane}) {
-          const std::string where = Params()("L", L)("dtype", static_cast<int>(dtype_of<S>()))("strides", st[1])(
-                                        "s0", s0)("q0", q0)("q1", q1).str();
+          const std::string where = Params()("L", L)("dtype", static_cast<int>(dtype_of<S>()))("c", c)(
+                                        "strides", st[1])("s0", s0)("q0", q0)("q1", q1).str();
           Guarded<T> xb(static_cast<std::size_t>((plane + 1) * L));
           for (std::size_t i = 0; i < xb.size(); ++i) xb[i] = T(7);
           copy_values<L, S>(p, view, 1, s0, s1, xb.data(), q0, q1);
@@ -177,7 +180,12 @@ void check_copies(Rng& rng) {
           std::memcpy(dx2.data(), before.data(), before.size());
           MutableTensorView dv2{dx2.data(), dtype_of<S>(), shape, st};
           store_planes<S>(dv2, w, plane + 1, 1, s0, s1, planes.data(), 1, q0, q1);
-          ASSERT_TRUE(dx.guards_intact() && dx2.guards_intact()) << where;
+          // An output tile of the pixels [q0, q1), from the copy's lanes.
+          Guarded<S> out(data.size());
+          std::memcpy(out.data(), before.data(), before.size());
+          store_tile_lanes<L>(xb.data() + q0 * L, static_cast<int>(s1 - s0), count, out_off.data(), q0,
+                              out.data() + st[0] + s0 * st[1], st, w);
+          ASSERT_TRUE(dx.guards_intact() && dx2.guards_intact() && out.guards_intact()) << where;
           for (int64_t ch = 0; ch < c; ++ch) {
             for (int64_t q = 0; q < plane; ++q) {
               const int64_t e = at(1, ch, q / w, q % w);
@@ -187,12 +195,20 @@ void check_copies(Rng& rng) {
               const S want2 = inside ? store<S>(planes[(ch - s0) * (plane + 1) + q]) : old[e];
               ASSERT_TRUE(same_bits(dx[e], want)) << where << " dx lanes c=" << ch << " q=" << q;
               ASSERT_TRUE(same_bits(dx2[e], want2)) << where << " dx planes c=" << ch << " q=" << q;
+              ASSERT_TRUE(same_bits(out[e], want)) << where << " tile c=" << ch << " q=" << q;
             }
           }
         }
       }
     }
   }
+}
+
+template <int L, class S>
+void check_copies(Rng& rng) {
+  for (int64_t extra : {1, 2, 3, 5}) check_copies<L, S>(rng, L + extra);
+  // Whole pixels of two or three channels (channels-last: packed pixels).
+  for (int64_t c : {2, 3}) check_copies<L, S>(rng, c);
 }
 
 template <class S>
