@@ -1,7 +1,7 @@
 // The interleaved forward's channel-minor copies, private per thread or one
-// shared by the team (ForwardPlan::shared_copy), against each other: the
-// same bits (the planar path sums in another order; the reference sweeps
-// check each path) on every SIMD target this CPU runs, for every mode,
+// shared by the team (ForwardPlan::shared_copy), and the planar path that
+// samples the planes themselves, against each other: the same bits (each
+// sums its taps in order as multiply-adds) on every SIMD target this CPU runs, for every mode,
 // padding and align_corners, every dtype, 2 to 17 channels (both lane
 // widths, partial blocks), several images, dense, channels-last and
 // strided planes, 1 to 3 threads, and volumes; planes of one copy stretch
@@ -80,13 +80,16 @@ TEST_P(ForwardCopiesPaths, SharedAndPrivateCopiesGiveTheSameBits) {
             const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
                                      std::string(gs::to_string(dtype)) + " " + to_string(d) + " " +
                                      to_string(layout);
-            const std::pair<ForwardCopies, int> runs[] = {
-                {ForwardCopies::kPerThread, 3}, {ForwardCopies::kShared, 1}, {ForwardCopies::kShared, 2}};
+            const std::pair<ForwardCopies, int> runs[] = {{ForwardCopies::kPerThread, 3},
+                                                          {ForwardCopies::kShared, 1},
+                                                          {ForwardCopies::kShared, 2},
+                                                          {ForwardCopies::kNone, 2}};
             for (const auto& [copies, threads] : runs) {
               const Tensor got = run_forward(p, layout, copies, threads);
-              EXPECT_EQ(got.storage(), want.storage())
-                  << what << (copies == ForwardCopies::kShared ? " shared" : " per thread") << ", " << threads
-                  << " threads";
+              const char* path = copies == ForwardCopies::kShared  ? " shared"
+                                 : copies == ForwardCopies::kNone ? " planar"
+                                                                   : " per thread";
+              EXPECT_EQ(got.storage(), want.storage()) << what << path << ", " << threads << " threads";
             }
           }
         }
@@ -211,6 +214,33 @@ TEST(ForwardCopies, PlannerSharesCopiesOnlyWherePrivateOnesCostMore) {
   EXPECT_EQ(fits.copy_bytes, 2 * (512 * 512 + 1) * 4 * sizeof(float));
   // One channel stays planar.
   EXPECT_EQ(plan_forward(dense(1, 1, 1024, DType::kFloat32, 2)).lanes, 1);
+}
+
+// Forwards of 2 to 7 channels that read each input pixel about once or less
+// (downsampling by 2 or more) sample the planes directly where the CPU's
+// gathers are cheap (planar_downsampling_pays()); the others keep their
+// copies. Either way the bits are the same (above).
+TEST(ForwardCopies, PlannerSamplesPlanesForDownsamplingWhereGathersAreCheap) {
+  using gs::cpu::plan_forward;
+  auto resize = [](int64_t c, int64_t side, int64_t out_side, Interpolation mode) {
+    gs::detail::Problem p = dense(8, c, side, DType::kFloat32, 2);
+    p.out_h = p.out_w = out_side;
+    p.options.interpolation = mode;
+    return p;
+  };
+  const int downsampling = gs::cpu::planar_downsampling_pays() ? 1 : gs::cpu::kNarrowLanes;
+  EXPECT_EQ(plan_forward(resize(3, 512, 256, Interpolation::kBilinear)).lanes, downsampling);
+  EXPECT_EQ(plan_forward(resize(2, 1024, 256, Interpolation::kBicubic)).lanes, downsampling);  // 16 taps x 1/16
+  EXPECT_EQ(plan_forward(resize(7, 512, 128, Interpolation::kNearest)).lanes, downsampling);
+  // Each input pixel read more than once: 16 taps at a quarter, 4 taps at half the plane.
+  EXPECT_EQ(plan_forward(resize(3, 512, 256, Interpolation::kBicubic)).lanes, gs::cpu::kNarrowLanes);
+  EXPECT_EQ(plan_forward(resize(3, 512, 362, Interpolation::kBilinear)).lanes, gs::cpu::kNarrowLanes);
+  EXPECT_EQ(plan_forward(resize(3, 512, 512, Interpolation::kNearest)).lanes, gs::cpu::kNarrowLanes);
+  // Full blocks keep their copies, and so does channels-last input.
+  EXPECT_EQ(plan_forward(resize(16, 512, 256, Interpolation::kBilinear)).lanes, gs::cpu::kLanes);
+  gs::detail::Problem last = resize(3, 512, 256, Interpolation::kBilinear);
+  last.input_strides = {3 * 512 * 512, 1, 3 * 512, 3};
+  EXPECT_EQ(plan_forward(last).lanes, gs::cpu::kNarrowLanes);
 }
 
 }  // namespace

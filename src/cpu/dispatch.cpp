@@ -63,17 +63,36 @@ bool vector_target() {
   return target != HWY_SCALAR;
 }
 void force_targets(int64_t targets) { hwy::SetSupportedTargetsForTest(targets); }
-bool window_reads_pay() {
-  static const bool pay = [] {
-    if (const char* want = std::getenv("GRIDSAMPLER_WINDOW_READS")) return std::strcmp(want, "0") != 0;
+
+namespace {
+
+// Whether CPUID's vendor string is `name` (12 characters).
+bool vendor_is(const char* name) {
 #if defined(__x86_64__) || defined(__i386__)
-    unsigned max_leaf = 0, vendor[3] = {};
-    if (__get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1]) == 0) return false;
-    return std::memcmp(vendor, "AuthenticAMD", 12) == 0;
+  unsigned max_leaf = 0, vendor[3] = {};
+  if (__get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1]) == 0) return false;
+  return std::memcmp(vendor, name, 12) == 0;
 #else
-    return false;
+  (void)name;
+  return false;
 #endif
-  }();
+}
+
+// The environment's 0 or 1 where set, else the CPU's default.
+bool choice(const char* name, bool cpu_default) {
+  if (const char* want = std::getenv(name)) return std::strcmp(want, "0") != 0;
+  return cpu_default;
+}
+
+}  // namespace
+
+bool window_reads_pay() {
+  static const bool pay = choice("GRIDSAMPLER_WINDOW_READS", vendor_is("AuthenticAMD"));
+  return pay;
+}
+
+bool planar_downsampling_pays() {
+  static const bool pay = choice("GRIDSAMPLER_PLANAR_DOWNSAMPLING", vendor_is("GenuineIntel"));
   return pay;
 }
 

@@ -69,12 +69,21 @@ int64_t current_target();
 bool vector_target();
 void force_targets(int64_t targets);
 const char* target_name(int64_t target);
-// Whether the fused tiles' window reads (fused-inl.h) beat gathers on this
-// CPU: on AMD's (a Zen 4: 1.1x-1.4x on windowed one-channel forwards), not
-// on Intel's, whose gathers are faster (an Emerald Rapids Xeon: the same
-// forwards 1.02x-1.29x faster without them; docs/performance.md, "Window
-// reads on Intel"). Read from CPUID's vendor once; GRIDSAMPLER_WINDOW_READS=0
-// or 1 overrides it. The choice changes no bit.
+// Two choices that were measured to go opposite ways on AMD's and Intel's
+// CPUs (a Zen 4 and an Emerald Rapids Xeon, both AVX-512; Intel's gathers
+// are the cheaper), read from CPUID's vendor once. Neither changes a bit;
+// each has an environment override (0 or 1).
+// - window_reads_pay(): the fused tiles' window reads (fused-inl.h) beat
+//   gathers, on AMD only (the Zen 4: 1.1x-1.4x on windowed one-channel
+//   forwards; the Xeon: the same forwards 1.02x-1.29x faster without them;
+//   docs/performance.md, "Window reads on Intel"). GRIDSAMPLER_WINDOW_READS.
+// - planar_downsampling_pays(): a forward of 2 to 7 channels that reads each
+//   input pixel about once or less is faster sampling the planes than
+//   copying them channel-minor first, on Intel only (the Xeon: 2x and 4x
+//   downsampling 1.1x-1.3x faster; the Zen 4 lost on every planar forward;
+//   docs/performance.md, "Planar downsampling on Intel").
+//   GRIDSAMPLER_PLANAR_DOWNSAMPLING.
 bool window_reads_pay();
+bool planar_downsampling_pays();
 
 }  // namespace gridsampler::cpu

@@ -346,8 +346,8 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
 }
 
 // The forward of output pixels [p0, p0 + count) of image (volume) n in one
-// channel: op[p0 + i] = sum over taps of w * value, in tap order from 0 (as
-// forward_channel). kNearest: the nearest tap alone, 0 + w * value with
+// channel: op[p0 + i] = sum over taps of w * value, in tap order from 0, as
+// multiply-adds (as forward_channel). kNearest: the nearest tap alone, 0 + w * value with
 // w = 1 where it is valid, one gather per vector.
 template <class T, Padding P, bool kAlign, int G, bool kNearest = false>
 void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input, void* output) {
@@ -379,7 +379,7 @@ void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, 
       const auto t = stencil.template operator()<false>(g, i, c, mult);
       fused_values(d, t, std::min(lanes, c - i), ip, plane, src.in_w, in_hw, &windows, v);
       auto acc = hn::Zero(d);
-      for (int k = 0; k < K; ++k) acc = hn::Add(acc, hn::Mul(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k]));
+      for (int k = 0; k < K; ++k) acc = hn::MulAdd(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k], acc);
       store_lanes_n(d, acc, c - i, op + i);
     }
   }

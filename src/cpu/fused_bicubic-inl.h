@@ -89,7 +89,7 @@ void forward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int64_t
         const auto valid_f = hn::RebindMask(d, valid);
         const auto w = hn::IfThenElseZero(valid_f, hn::Mul(s.cx[k], s.cy[j]));
         const auto index = hn::IfThenElseZero(valid, hn::Add(row, s.tx[k]));
-        acc = hn::Add(acc, hn::Mul(w, hn::IfThenElseZero(valid_f, hn::GatherIndex(d, ip, index))));
+        acc = hn::MulAdd(w, hn::IfThenElseZero(valid_f, hn::GatherIndex(d, ip, index)), acc);
       }
     }
     store_lanes_n(d, acc, c - i, op + i);

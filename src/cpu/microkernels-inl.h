@@ -159,15 +159,26 @@ inline void for_each_tap(const Tile<T, K, G>& t, const S* __restrict ip, int64_t
 }
 
 // Forward of one channel plane over a tile: op at each pixel's out_off =
-// sum over taps of w * input, in tap order.
+// sum over taps of w * input, in tap order, as multiply-adds (MulAdd: fused
+// where the target has FMA), like forward_lanes: every forward path gives
+// the same bits, so the planner's choice of path never shows in a result.
+// (Whole vectors over the tile's buffers: lanes past `count` are computed
+// and not stored.)
 template <bool kFlat, class S, class T, int K, int G>
 inline void forward_channel(const Tile<T, K, G>& t, const S* __restrict ip, int64_t plane, S* __restrict op) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<T> d;
+  const int n = static_cast<int>(hn::Lanes(d));
   const int count = t.count;
+  const int vectors = (count + n - 1) / n;
   alignas(64) T acc[kTile];
-  for (int i = 0; i < count; ++i) acc[i] = 0;
+  for (int j = 0; j < vectors; ++j) hn::Store(hn::Zero(d), d, acc + j * n);
   for_each_tap<kFlat>(t, ip, plane, [&](int k, const T* __restrict v) {
     const T* __restrict w = t.w[k];
-    for (int i = 0; i < count; ++i) acc[i] += w[i] * v[i];
+    for (int j = 0; j < vectors; ++j) {
+      const int i = j * n;
+      hn::Store(hn::MulAdd(hn::LoadU(d, w + i), hn::LoadU(d, v + i), hn::Load(d, acc + i)), d, acc + i);
+    }
   });
   if (t.out_dense) {
     S* __restrict o = op + t.out_off[0];

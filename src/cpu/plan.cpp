@@ -70,6 +70,18 @@ bool flat_taps(const Problem& p) {
   return dense && plane > 0 && plane < limit - p.in_w;
 }
 
+// Whether an image forward reads each input pixel about once or less: at
+// most a quarter as many output pixels as the plane has (downsampling by 2
+// or more), and taps x output pixels within the plane. Where a CPU's
+// gathers are cheap (planar_downsampling_pays()), such a forward samples
+// the planes directly: the channel-minor copy would cost more than it saves.
+bool reads_pixels_once(const Problem& p) {
+  const Interpolation mode = p.options.interpolation;
+  const uint64_t taps = mode == Interpolation::kNearest ? 1 : mode == Interpolation::kBilinear ? 4 : 16;
+  const auto pixels = static_cast<uint64_t>(out_pixels(p)), plane = static_cast<uint64_t>(in_plane(p));
+  return !p.volume && pixels <= plane / 4 && mul(taps, pixels) <= plane;
+}
+
 // Fused tiles (fused-inl.h) apply to one dense channel plane (volume)
 // sampled bilinearly (trilinearly) or, float images, bicubically
 // (fused_bicubic-inl.h), or in the forward by nearest, in the compute type, where the
@@ -136,7 +148,9 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
   const int lanes = forward_lanes_for(p);
   const int64_t pixels = out_pixels(p);
   const int64_t plane = in_plane(p);
-  const bool interleave = copies != ForwardCopies::kNone && !p.empty() && p.c >= 2 &&
+  const bool planar_pays = copies == ForwardCopies::kChosen && lanes == kNarrowLanes && flat_taps(p) &&
+                           reads_pixels_once(p) && planar_downsampling_pays();
+  const bool interleave = copies != ForwardCopies::kNone && !planar_pays && !p.empty() && p.c >= 2 &&
                           slot <= kMaxInterleavedBytes / (lanes * elem);
   if (interleave) {
     const int64_t blocks = (p.c + lanes - 1) / lanes;
