@@ -80,8 +80,9 @@ const char* target_name(int64_t target);
 // - planar_downsampling_pays(): a forward of 2 to 7 channels that reads each
 //   input pixel about once or less is faster sampling the planes than
 //   copying them channel-minor first, on Intel only (the Xeon: 2x and 4x
-//   downsampling 1.1x-1.3x faster; the Zen 4 lost on every planar forward;
-//   docs/performance.md, "Planar downsampling on Intel").
+//   downsampling 1.08x-1.21x faster; the Zen 4 lost on every planar forward;
+//   docs/performance.md, "Channels-last moves, planar downsampling,
+//   multiply-adds in every forward").
 //   GRIDSAMPLER_PLANAR_DOWNSAMPLING.
 bool window_reads_pay();
 bool planar_downsampling_pays();

@@ -10,6 +10,7 @@
 #include "core/threads.hpp"
 #include "core/zero_fill.hpp"
 #include "cpu/dispatch.hpp"
+#include "cpu/stencil.hpp"
 #include "cpu/tuning.hpp"
 
 namespace gridsampler::cpu {
@@ -76,8 +77,7 @@ bool flat_taps(const Problem& p) {
 // gathers are cheap (planar_downsampling_pays()), such a forward samples
 // the planes directly: the channel-minor copy would cost more than it saves.
 bool reads_pixels_once(const Problem& p) {
-  const Interpolation mode = p.options.interpolation;
-  const uint64_t taps = mode == Interpolation::kNearest ? 1 : mode == Interpolation::kBilinear ? 4 : 16;
+  const auto taps = static_cast<uint64_t>(image_taps(p.options.interpolation));
   const auto pixels = static_cast<uint64_t>(out_pixels(p)), plane = static_cast<uint64_t>(in_plane(p));
   return !p.volume && pixels <= plane / 4 && mul(taps, pixels) <= plane;
 }

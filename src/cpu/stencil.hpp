@@ -17,8 +17,12 @@
 
 namespace gridsampler::cpu {
 
+// Taps per output pixel of an image stencil (kTaps<M> at compile time).
+constexpr int image_taps(Interpolation m) {
+  return m == Interpolation::kBicubic ? 16 : m == Interpolation::kNearest ? 1 : 4;
+}
 template <Interpolation M>
-inline constexpr int kTaps = M == Interpolation::kBicubic ? 16 : M == Interpolation::kNearest ? 1 : 4;
+inline constexpr int kTaps = image_taps(M);
 
 template <class T, int K>
 struct Stencil {
