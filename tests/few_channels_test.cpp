@@ -27,6 +27,8 @@ const Dims kShapes[] = {
     {1, 1, 33, 40, 1, 70},  // a row of points
     {3, 2, 9, 8, 5, 7},
     {2, 3, 7, 5, 11, 6},
+    {2, 3, 24, 20, 5, 4},   // downsampling: a sparse scatter on planes
+    {1, 2, 17, 30, 3, 6},
 };
 
 using Param = std::tuple<Interpolation, Padding, DType>;

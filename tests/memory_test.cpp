@@ -310,4 +310,36 @@ TEST(Memory, SingleTaskTakesTwoChunks) {
   }
 }
 
+// A backward whose taps touch little of each plane (downsampling by 3 or
+// more per side) runs on planes: dx accumulates in dx itself and the input
+// values are read where they lie, so the call needs no scratch.
+// Fuller coverage keeps the channel-minor blocks.
+TEST(Memory, SparseScattersNeedNoWorkspace) {
+  auto resize = [](int64_t c, int64_t side, int64_t out_side, gs::Interpolation mode) {
+    gs::detail::Problem p;
+    p.n = 2;
+    p.c = c;
+    p.in_h = p.in_w = side;
+    p.out_h = p.out_w = out_side;
+    p.input_strides = {c * side * side, side * side, side, 1};
+    p.dx_strides = p.input_strides;
+    p.options.interpolation = mode;
+    p.options.num_threads = 2;
+    return gs::cpu::plan_backward(p);
+  };
+  for (const auto& plan :
+       {resize(3, 1024, 256, gs::Interpolation::kBicubic),  // 16 taps x 1/16
+        resize(2, 512, 170, gs::Interpolation::kBilinear), resize(7, 512, 128, gs::Interpolation::kNearest),
+        resize(32, 512, 128, gs::Interpolation::kBilinear)}) {  // 16-lane blocks: 4 x 4 taps x 1/16
+    EXPECT_EQ(plan.lanes, 1) << plan.problem.c;
+    EXPECT_TRUE(plan.direct_dx) << plan.problem.c;
+    // No scratch; many channels in several blocks add up dgrid afterwards.
+    const uint64_t dgrid_partials = plan.channel_blocks == 1 ? 0 : 2 * 5 * 128 * 128 * 2 * sizeof(float) + 64;
+    EXPECT_EQ(plan.workspace_bytes, dgrid_partials) << plan.problem.c;
+  }
+  EXPECT_EQ(resize(3, 512, 256, gs::Interpolation::kBilinear).lanes, gs::cpu::kNarrowLanes);  // a quarter
+  EXPECT_EQ(resize(3, 512, 170, gs::Interpolation::kBicubic).lanes, gs::cpu::kNarrowLanes);   // 16 taps x 1/9
+  EXPECT_EQ(resize(16, 512, 128, gs::Interpolation::kBicubic).lanes, gs::cpu::kLanes);        // 4 x 16 taps x 1/16
+}
+
 }  // namespace

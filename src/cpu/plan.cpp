@@ -82,6 +82,19 @@ bool reads_pixels_once(const Problem& p) {
   return !p.volume && pixels <= plane / 4 && mul(taps, pixels) <= plane;
 }
 
+// Whether an image backward touches so little of each input plane that
+// planes beat channel-minor blocks: output pixels at most an eighth of the
+// plane, and taps x output pixels within it (a quarter of it for kLanes
+// blocks, whose stencils serve 16 channels at once). Blocks would zero, fill
+// and write out [pixel][lane] buffers the size of the plane (the dx
+// accumulators and the input values) for a few taps; planes accumulate into
+// dx itself and read the input where it lies, so they need no workspace.
+bool scatters_sparsely(const Problem& p, int lanes) {
+  const auto taps = static_cast<uint64_t>(image_taps(p.options.interpolation)) * (lanes == kLanes ? 4 : 1);
+  const auto pixels = static_cast<uint64_t>(out_pixels(p)), plane = static_cast<uint64_t>(in_plane(p));
+  return !p.volume && pixels <= plane / 8 && mul(taps, pixels) <= plane;
+}
+
 // Fused tiles (fused-inl.h) apply to one dense channel plane (volume)
 // sampled bilinearly (trilinearly) or, float images, bicubically
 // (fused_bicubic-inl.h), or in the forward by nearest, in the compute type, where the
@@ -248,11 +261,12 @@ BackwardPlan plan_backward(const Problem& p) {
   const int64_t plane = in_plane(p);
   const int64_t slot = plane + 1;  // a plane and its zero slot
   const int64_t c = std::max<int64_t>(p.c, 1);
-  // Interleaved as long as the two [pixel][lane] buffers stay reasonable;
-  // otherwise planar blocks of as many accumulator planes as fit
-  // kAccumulatorBytes.
+  // Interleaved as long as the two [pixel][lane] buffers stay reasonable
+  // and the taps cover enough of them; otherwise planar blocks of as many
+  // accumulator planes as fit kAccumulatorBytes.
   const int lanes = lanes_for(c);
-  if (c >= 2 && mul(mul(2 * lanes, elem), slot) <= kMaxInterleavedBytes) plan.lanes = lanes;
+  const bool sparse = flat_taps(p) && scatters_sparsely(p, lanes);
+  if (c >= 2 && !sparse && mul(mul(2 * lanes, elem), slot) <= kMaxInterleavedBytes) plan.lanes = lanes;
   if (plan.lanes > 1) {
     // A task takes a group of sub-blocks of `lanes` channels, so that the
     // stencils of a tile serve them all: as many as fit kGroupBytes, but not
