@@ -254,23 +254,29 @@ gs::cpu::BackwardPlan backward_plan(int64_t n, int64_t c, int64_t in_side, int64
 }
 
 // Pixel chunks (per-chunk dx accumulators and a shared input copy) only
-// where they take at most kMaxChunkBytes: small problems still get them, to
-// feed the threads; large ones run one task per (n, block) instead.
+// where they take at most kMaxChunkBytes and no more than the outputs
+// (dx and dgrid): small problems with large outputs still get them, to feed
+// the threads; the others run one task per (n, block) instead.
 TEST(Memory, PixelChunksAreBounded) {
   const gs::cpu::BackwardPlan large = backward_plan(4, 32, 256, 256);
   EXPECT_EQ(large.pixel_chunks, 1);
   EXPECT_EQ(large.dx_partials, 0u);
   EXPECT_FALSE(large.shared_values);
   EXPECT_EQ(backward_plan(3, 32, 128, 256).pixel_chunks, 1);
+  // Chunks would cost more than the outputs: 4 and 2 tasks stay whole.
+  EXPECT_EQ(backward_plan(4, 16, 64, 64, gs::Interpolation::kBicubic).pixel_chunks, 1);
+  EXPECT_EQ(backward_plan(2, 3, 384, 384).pixel_chunks, 1);
+  EXPECT_EQ(backward_plan(1, 20, 40, 64).pixel_chunks, 1);
 
-  for (const gs::cpu::BackwardPlan& plan :
-       {backward_plan(1, 3, 512, 512), backward_plan(4, 16, 64, 64, gs::Interpolation::kBicubic),
-        backward_plan(1, 1, 768, 768), backward_plan(1, 20, 40, 64)}) {
-    EXPECT_GT(plan.pixel_chunks, 1);
-    const uint64_t tasks = static_cast<uint64_t>(plan.problem.n * plan.channel_blocks);
+  for (const gs::cpu::BackwardPlan& plan : {backward_plan(8, 1, 256, 256), backward_plan(2, 3, 32, 256),
+                                            backward_plan(1, 1, 768, 768)}) {
+    EXPECT_GT(plan.pixel_chunks, 1) << plan.problem.n << "," << plan.problem.c << "," << plan.problem.in_h;
+    const gs::detail::Problem& p = plan.problem;
+    const uint64_t tasks = static_cast<uint64_t>(p.n * plan.channel_blocks);
     const uint64_t copies = static_cast<uint64_t>(plan.pixel_chunks) + (plan.shared_values ? 1 : 0);
-    EXPECT_LE(tasks * copies * static_cast<uint64_t>(plan.accumulator_elems) * sizeof(float),
-              gs::cpu::kMaxChunkBytes);
+    const uint64_t chunk_bytes = tasks * copies * static_cast<uint64_t>(plan.accumulator_elems) * sizeof(float);
+    const uint64_t outputs = static_cast<uint64_t>(p.n * (p.c * p.in_h * p.in_w + 2 * p.out_h * p.out_w)) * sizeof(float);
+    EXPECT_LE(chunk_bytes, std::min(gs::cpu::kMaxChunkBytes, outputs));
   }
 }
 

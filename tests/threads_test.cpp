@@ -26,13 +26,13 @@ struct Split {
 };
 
 const Split kSplits[] = {
-    {"tasks_per_plane", {3, 5, 9, 11, 7, 6}},          // many small tasks
-    {"pixel_chunks", {1, 2, 40, 40, 64, 64}},          // 1 task (4 narrow lanes) -> pixels split in 4
-    {"channel_blocks", {2, 10, 128, 128, 16, 16}},     // a block of 16 lanes, 10 used
-    {"blocks_and_chunks", {1, 9, 200, 200, 48, 48}},   // one 16-lane block, 2 chunks
+    {"tasks_per_plane", {3, 5, 9, 11, 7, 6}},          // many small tasks (blocks of 4 + 1 narrow lanes)
+    {"pixel_chunks", {1, 2, 8, 8, 64, 64}},            // 1 task (4 narrow lanes) -> pixels split in 4
+    {"channel_blocks", {2, 10, 32, 32, 16, 16}},       // a block of 16 lanes, 10 used
+    {"blocks_and_chunks", {1, 9, 12, 12, 48, 48}},     // one 16-lane block, 2 chunks
     {"planar_blocks", {1, 9, 730, 730, 8, 8}},         // planes too large to interleave: blocks of 8 + 1
     {"lane_groups", {2, 250, 6, 7, 9, 8}},             // 16-channel sub-blocks in groups of 2, last one partial
-    {"lanes_and_chunks", {1, 20, 40, 40, 64, 64}},     // one group of 16 + 4 channels, pixels split in 4
+    {"lanes_and_chunks", {1, 20, 4, 4, 96, 96}},       // blocks of 16 + 4 channels, pixels split in 8
 };
 
 // Problem::random's tensors are contiguous already: p runs as it is (a copy
@@ -108,6 +108,21 @@ gridsampler::detail::Problem planned(const Dims& d, DType dtype, int threads) {
   p.dtype = dtype;
   p.options.num_threads = threads;
   return p;
+}
+
+// Each split above takes the plan it is named after (float32, bilinear),
+// so the bit-identity tests cover every way the backward divides its work.
+TEST(Threads, SplitsTakeThePlansTheyName) {
+  using gridsampler::cpu::plan_backward;
+  for (const Split& split : kSplits) {
+    const auto plan = plan_backward(planned(split.dims, DType::kFloat32, 2));
+    const std::string name = split.name;
+    EXPECT_EQ(plan.pixel_chunks > 1, name.find("chunks") != std::string::npos) << name;
+    const bool blocks = name == "tasks_per_plane" || name == "planar_blocks" || name == "lane_groups" ||
+                        name == "lanes_and_chunks";
+    EXPECT_EQ(plan.channel_blocks > 1, blocks) << name;
+    EXPECT_EQ(plan.lanes == 1, name == "planar_blocks") << name;
+  }
 }
 
 // A plan runs at most as many threads as it has tasks, and sizes its

@@ -143,11 +143,23 @@ void backward_empty(const BackwardPlan& plan, const TensorView&, const TensorVie
   if (plan.problem.mask.grid) detail::zero_view(dgrid);
 }
 
-// How much the pixel chunks of a backward may cost (see kMaxChunkBytes).
+// Bytes of one stored value.
+uint64_t storage_size(DType dtype) {
+  return dtype == DType::kFloat64 ? 8 : dtype == DType::kFloat32 ? 4 : 2;
+}
+
+// How much the pixel chunks of a backward may cost: no more than the
+// outputs the call writes (dx and dgrid, counted whatever the mask: chunks
+// change dx's bits, which must not depend on it), and at most kMaxChunkBytes.
 // Volumes may take 1 MiB more: a single 128^3 float volume is one (n, block)
 // task whose two chunks need two 8 MiB accumulator volumes with their zero
 // slots (16 MiB + 8 bytes), and without them it runs on one thread.
-uint64_t chunk_bytes_limit(const Problem& p) { return kMaxChunkBytes + (p.volume ? uint64_t{1} << 20 : 0); }
+uint64_t chunk_bytes_limit(const Problem& p) {
+  const uint64_t components = p.volume ? 3 : 2;
+  const uint64_t values = add(mul(mul(p.n, std::max<int64_t>(p.c, 1)), in_plane(p)),
+                              mul(mul(p.n, out_pixels(p)), components));
+  return std::min(kMaxChunkBytes + (p.volume ? uint64_t{1} << 20 : 0), mul(values, storage_size(p.dtype)));
+}
 
 }  // namespace
 
@@ -300,7 +312,7 @@ BackwardPlan plan_backward(const Problem& p) {
   // Chunks cost memory that grows with the problem: their dx accumulators
   // and, interleaved, the input copy per (n, block) that they share, i.e.
   // (chunks + 1) times dx, where unchunked tasks need a task's worth per
-  // thread. Chunk only while that stays under kMaxChunkBytes, or, for a
+  // thread. Chunk only while that stays within chunk_bytes_limit(), or, for a
   // single task (which unchunked leaves every thread but one idle), in two
   // chunks within kMaxSingleTaskChunkBytes. (Counted as if both outputs were
   // wanted: chunks change dx's bits, which must not depend on the mask.)

@@ -35,11 +35,13 @@ constexpr uint64_t kMaxPrivateCopiesBytes = uint64_t{32} << 20;
 // microseconds of copying).
 constexpr int64_t kMinCopyStretch = 4096;
 // Pixel chunks need dx accumulators per chunk and (interleaved) an input
-// copy per (n, block): chunk only while those take at most this. Chunks feed
-// threads that (n, block) tasks alone would leave idle, at a memory cost of
-// (chunks + 1) times dx; past this size a problem has enough work per task
-// that the memory matters more (on 2 threads, dropping the chunks of
-// 4,32,256,256 cuts the backward's peak memory by 2.4x at no loss of speed).
+// copy per (n, block): chunk only while those take at most this, and no
+// more than the call's outputs (plan.cpp). Chunks feed threads that
+// (n, block) tasks alone would leave idle, at a memory cost of (chunks + 1)
+// times dx; past these sizes the memory matters more, and on 2 threads the
+// chunks' extra sums cost more than the tasks they add (dropping them:
+// 4,32,256,256 2.4x less peak memory at the same speed; 2,3,384^2 1.21x and
+// 8,16,64^2 1.48x faster).
 constexpr uint64_t kMaxChunkBytes = uint64_t{16} << 20;
 // ... except for a problem that is one (n, block) task: unchunked it runs on
 // one thread whatever the team, so it takes two chunks (one more set of dx
