@@ -187,7 +187,8 @@ gs::detail::Problem dense(int64_t n, int64_t c, int64_t side, DType dtype, int t
 }
 
 // Private copies while every thread has its own (n, block) tasks and all
-// the copies fit kMaxPrivateCopiesBytes; one shared copy otherwise.
+// the copies fit kMaxPrivateCopiesBytes and the output; one shared copy
+// otherwise.
 TEST(ForwardCopies, PlannerSharesCopiesOnlyWherePrivateOnesCostMore) {
   using gs::cpu::plan_forward;
   using gs::cpu::kMaxPrivateCopiesBytes;
@@ -209,9 +210,13 @@ TEST(ForwardCopies, PlannerSharesCopiesOnlyWherePrivateOnesCostMore) {
   // Two images, two threads: private copies while both fit the bound.
   ASSERT_GT(2 * rgb_1024, kMaxPrivateCopiesBytes);
   EXPECT_TRUE(plan_forward(dense(2, 3, 1024, DType::kFloat32, 2)).shared_copy);
-  const auto fits = plan_forward(dense(2, 3, 512, DType::kFloat32, 2));
+  const auto fits = plan_forward(dense(4, 3, 512, DType::kFloat32, 2));
   EXPECT_FALSE(fits.shared_copy);
   EXPECT_EQ(fits.copy_bytes, 2 * (512 * 512 + 1) * 4 * sizeof(float));
+  // Two copies of 4 lanes would outgrow the output of two 3-channel images.
+  const auto outgrown = plan_forward(dense(2, 3, 512, DType::kFloat32, 2));
+  EXPECT_TRUE(outgrown.shared_copy);
+  EXPECT_EQ(outgrown.copy_bytes, (512 * 512 + 1) * 4 * sizeof(float));
   // One channel stays planar.
   EXPECT_EQ(plan_forward(dense(1, 1, 1024, DType::kFloat32, 2)).lanes, 1);
 }
