@@ -173,13 +173,13 @@ void check_copies(Rng& rng, int64_t c) {
           std::vector<unsigned char> before(dx.size() * sizeof(S));
           std::memcpy(before.data(), dx.data(), before.size());
           MutableTensorView dv{dx.data(), dtype_of<S>(), shape, st};
-          store_lanes<L, S>(dv, w, plane + 1, 1, s0, s1, xb.data(), q0, q1);
+          store_lanes<L, S>(dv, w, plane + 1, 1, s0, s1, xb.data() + q0 * L, q0, q1);
           std::vector<T> planes(static_cast<std::size_t>((s1 - s0) * (plane + 1)));
           for (std::size_t i = 0; i < planes.size(); ++i) planes[i] = load(random_value<S>(rng));
           Guarded<S> dx2(data.size());
           std::memcpy(dx2.data(), before.data(), before.size());
           MutableTensorView dv2{dx2.data(), dtype_of<S>(), shape, st};
-          store_planes<S>(dv2, w, plane + 1, 1, s0, s1, planes.data(), 1, q0, q1);
+          store_planes<S>(dv2, w, plane + 1, 1, s0, s1, planes.data() + q0, 1, q0, q1);
           // An output tile of the pixels [q0, q1), from the copy's lanes.
           Guarded<S> out(data.size());
           std::memcpy(out.data(), before.data(), before.size());

@@ -110,6 +110,52 @@ gridsampler::detail::Problem planned(const Dims& d, DType dtype, int threads) {
   return p;
 }
 
+// Pixel chunks zero and sum their accumulators only over the input pixels
+// their taps reach: with a smooth grid each chunk of output rows reaches a
+// band of input rows. Right after a call that filled the cached workspace
+// everywhere (a random grid), smooth and shifted grids (some taps outside,
+// zero slots) must still match the reference and give the same bits on 1
+// and 3 threads: nothing outside a band may leak into dx.
+TEST(Threads, ChunksOfSmoothGridsSumOnlyWhereTheirTapsReach) {
+  const Dims shapes[] = {{1, 3, 64, 64, 64, 64}, {1, 2, 8, 8, 64, 64}, {1, 1, 64, 64, 64, 64}};
+  uint64_t seed = 90;
+  for (const Dims& d : shapes) {
+    for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+      for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
+        for (Padding pad : {Padding::kZeros, Padding::kReflection}) {
+          for (double shift : {0.0, 0.4}) {
+            const Options opt{mode, pad, false};
+            Problem dirty = Problem::random(d, dt, opt, seed++, 1.1);
+            Problem p = Problem::random(d, dt, opt, seed++, 1.1);
+            for (int64_t n = 0; n < d.n; ++n) {
+              for (int64_t h = 0; h < d.out_h; ++h) {
+                for (int64_t w = 0; w < d.out_w; ++w) {
+                  const double x = (2.0 * w + 1) / d.out_w - 1, y = (2.0 * h + 1) / d.out_h - 1;
+                  p.grid.set(n, h, w, 0, 0.9 * x + 0.05 * y + shift);
+                  p.grid.set(n, h, w, 1, 0.9 * y - 0.05 * x - shift);
+                }
+              }
+            }
+            ASSERT_GT(gridsampler::cpu::plan_backward(planned(d, dt, 2)).pixel_chunks, 1) << to_string(d);
+            run_threads(dirty, 1);
+            const Outputs one = run_threads(p, 1);
+            run_threads(dirty, 3);
+            const Outputs three = run_threads(p, 3);
+            const std::string what = to_string(d) + " " + describe(opt) + " " +
+                                     std::string(gridsampler::to_string(dt)) + " shift " + std::to_string(shift);
+            EXPECT_EQ(three.dx.storage(), one.dx.storage()) << what;
+            EXPECT_EQ(three.dgrid.storage(), one.dgrid.storage()) << what;
+            const Outputs ref = run(p, true);
+            const Diff diff = compare(one.dx.values(), ref.dx.values());
+            const double k = dt == DType::kBFloat16 ? 2.0 : 16.0 * (d.c + 1) * 16;
+            EXPECT_LE(diff.max_abs, tolerance(dt, diff.max_ref, k)) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Each split above takes the plan it is named after (float32, bilinear),
 // so the bit-identity tests cover every way the backward divides its work.
 TEST(Threads, SplitsTakeThePlansTheyName) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "cpu/plan.hpp"
@@ -106,17 +107,86 @@ inline void backward_tile(const BackwardPlan& plan, const TensorView& grad, cons
   }
 }
 
-// Writes accumulated dx pixels [q0, q1) of channels [c0, c1) of image n.
+// Writes a task's accumulated dx planes (channels [c0, c1) of image n).
 template <class S, int L>
 inline void store_dx(const BackwardPlan& plan, const MutableTensorView& dx, int64_t n, int64_t c0, int64_t c1,
-                     const compute_t<S>* acc, int64_t q0, int64_t q1) {
+                     const compute_t<S>* acc) {
   const detail::Problem& p = plan.problem;
-  const int64_t slot = in_plane(p) + 1;
+  const int64_t plane = in_plane(p);
   if constexpr (L > 1) {
-    store_lanes<L, S>(dx, p.in_w, slot, n, c0, c1, acc, q0, q1);
+    store_lanes<L, S>(dx, p.in_w, plane + 1, n, c0, c1, acc, 0, plane);
   } else {
-    store_planes<S>(dx, p.in_w, slot, n, c0, c1, acc, 1, q0, q1);
+    store_planes<S>(dx, p.in_w, plane + 1, n, c0, c1, acc, 1, 0, plane);
   }
+}
+
+// The input pixels [lo, hi) that a built tile's taps reach (lo >= hi when
+// none is valid: invalid taps index the zero slot, `plane`).
+template <class T, int K, int G>
+inline void tap_span(const Tile<T, K, G>& t, int64_t plane, bool int32_taps, int64_t& lo, int64_t& hi) {
+  int64_t mn = plane, mx = -1;
+  for (int k = 0; k < K; ++k) {
+    if (int32_taps) {
+      for (int i = 0; i < t.count; ++i) {
+        const int64_t q = t.acc32[k][i];
+        mn = std::min(mn, q);
+        mx = std::max(mx, q < plane ? q : int64_t{-1});
+      }
+    } else {
+      for (int i = 0; i < t.count; ++i) {
+        const int64_t q = t.acc[k][i];
+        mn = std::min(mn, q);
+        mx = std::max(mx, q < plane ? q : int64_t{-1});
+      }
+    }
+  }
+  lo = mn;
+  hi = mx + 1;
+}
+
+// A pixel chunk's accumulators, zeroed only where its taps reach: the
+// pixels [z0, z1) of every row (a plane, or a sub-block of L lanes), grown
+// tile by tile. A chunk of a smooth grid's output rows reaches a band of
+// input rows, so the pages of its accumulators beyond the band are never
+// touched, zeroed or summed; the sums after the chunks treat the rest as
+// the zeros it would have held (the same bits).
+template <class T, int L>
+struct ChunkBand {
+  T* acc;
+  int64_t rows, row_elems;
+  int64_t z0 = 0, z1 = 0;
+  void zero(int64_t a, int64_t b) const {
+    for (int64_t r = 0; r < rows; ++r) std::fill_n(acc + r * row_elems + a * L, (b - a) * L, T(0));
+  }
+  void widen(int64_t lo, int64_t hi) {
+    if (lo >= hi) return;
+    if (z0 >= z1) {
+      zero(lo, hi);
+      z0 = lo;
+      z1 = hi;
+      return;
+    }
+    if (lo < z0) zero(lo, z0), z0 = lo;
+    if (hi > z1) zero(z1, hi), z1 = hi;
+  }
+};
+
+// dst[i] (+)= the chunk's accumulators at pixels [e0, e1) (L values each):
+// a[...] inside its band [z0, z1), else the zero it would have held there.
+// `first` starts the sum; later chunks add in order.
+template <int L, class T>
+inline void sum_band(T* __restrict dst, const T* __restrict a, int64_t z0, int64_t z1, int64_t e0, int64_t e1,
+                     bool first) {
+  const int64_t lo = std::clamp(z0, e0, e1), hi = std::max(lo, std::clamp(z1, e0, e1));
+  for (int64_t i = 0; i < (lo - e0) * L; ++i) dst[i] = first ? T(0) : dst[i] + T(0);
+  const T* src = a + lo * L;
+  T* mid = dst + (lo - e0) * L;
+  if (first) {
+    std::copy_n(src, (hi - lo) * L, mid);
+  } else {
+    for (int64_t i = 0; i < (hi - lo) * L; ++i) mid[i] += src[i];
+  }
+  for (int64_t i = (hi - e0) * L; i < (e1 - e0) * L; ++i) dst[i] = first ? T(0) : dst[i] + T(0);
 }
 
 // The backward driver of one (dtype, stencil size, path, grid components),
@@ -150,6 +220,14 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   const Shape4& gs = grad.strides;
   const bool fused = plan.fused != nullptr && dense_points<G>(grid.strides, p.out_w) && gs[3] == 1 && gs[2] == p.out_w;
   auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + L - 1) / L; };
+  // Pixel chunks zero and sum their accumulators only where their taps
+  // reach (ChunkBand), recorded per task; fused tiles do not report their
+  // taps, so their chunks zero everything.
+  const bool banded = want_dx && chunks > 1 && !fused;
+  const int64_t row_elems = kInterleaved ? sub : slot;
+  const int64_t acc_rows = acc_elems / row_elems;
+  const bool int32_taps = std::is_same_v<T, float> && (kInterleaved || plan.flat_taps);
+  std::vector<int64_t> reach(want_dx && chunks > 1 ? static_cast<std::size_t>(2 * p.n * blocks * chunks) : 0);
 
 #pragma omp parallel num_threads(plan.threads)
   {
@@ -186,8 +264,11 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       T* acc = !want_dx       ? nullptr  // (no workspace may have been given)
                : chunks == 1 ? my_acc
                              : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
+      ChunkBand<T, L> band{acc, acc_rows, row_elems};
       if (want_dx && plan.direct_dx) {
         for (int64_t c = c0; c < c1; ++c) std::fill_n(direct_dx_plane<S>(dx, n, c), plane, T(0));
+      } else if (banded) {
+        band.zero(plane, slot);  // the zero slots, where invalid taps add nothing
       } else if (want_dx) {
         std::fill_n(acc, acc_elems, T(0));
       }
@@ -211,6 +292,11 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
           tile->count = count;
         } else {
           plan.build(src, n, p0, count, tile.get());
+          if (banded) {
+            int64_t lo = 0, hi = 0;
+            tap_span(t, plane, int32_taps, lo, hi);
+            band.widen(lo, hi);
+          }
           backward_tile<S, K, L, G>(plan, grad, input, dx, t, n, c0, c1, p0, acc, block_values, gt, sums);
         }
         if (want_dgrid && blocks == 1) {
@@ -223,30 +309,42 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
           if (block == 0) store_points<G, T, T>(t.mult, nullptr, t.count, mult);
         }
       }
-      if (want_dx && chunks == 1 && !plan.direct_dx) store_dx<S, L>(plan, dx, n, c0, c1, acc, 0, plane);
+      if (want_dx && chunks == 1 && !plan.direct_dx) store_dx<S, L>(plan, dx, n, c0, c1, acc);
+      if (want_dx && chunks > 1) {
+        reach[2 * task] = banded ? band.z0 : 0;
+        reach[2 * task + 1] = banded ? band.z1 : plane;
+      }
     }
 
     // Fixed-order sums of what spans tasks (the barrier of `omp for` above
-    // has made every partial visible).
+    // has made every partial visible): per row of accumulators, pieces of
+    // kTile * 16 pixels summed chunk by chunk in order into a buffer of the
+    // thread's, then written to dx.
     if (want_dx && chunks > 1) {
+      constexpr int64_t kPiece = kTile * 16;
+      const auto piece = std::make_unique<T[]>(kPiece * L);
 #pragma omp for schedule(static)
       for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
         const int64_t nb = task / chunks;
         const int64_t q0 = (task % chunks) * span, q1 = std::min(plane, q0 + span);
-        if (q0 >= q1) continue;
-        // Chunk 0's accumulators take the sum, chunk by chunk in order.
-        T* first = dx_partials + nb * chunks * acc_elems;
-        const int64_t row_elems = kInterleaved ? sub : slot;
-        const int64_t rows = acc_elems / row_elems;
-        for (int64_t r = 0; r < rows; ++r) {
-          T* __restrict sum = first + r * row_elems + q0 * L;
-          for (int64_t part = 1; part < chunks; ++part) {
-            const T* __restrict a = first + part * acc_elems + r * row_elems + q0 * L;
-            for (int64_t e = 0; e < (q1 - q0) * L; ++e) sum[e] += a[e];
+        const int64_t c0 = (nb % blocks) * cb_size, c1 = std::min(p.c, c0 + cb_size);
+        const T* parts = dx_partials + nb * chunks * acc_elems;
+        const int64_t* bands = reach.data() + 2 * nb * chunks;
+        for (int64_t r = 0; r < acc_rows && c0 + r * L < c1; ++r) {
+          const int64_t s0 = c0 + r * L, s1 = std::min(c1, s0 + L);
+          for (int64_t e0 = q0; e0 < q1; e0 += kPiece) {
+            const int64_t e1 = std::min(q1, e0 + kPiece);
+            for (int64_t part = 0; part < chunks; ++part) {
+              sum_band<L>(piece.get(), parts + part * acc_elems + r * row_elems, bands[2 * part],
+                           bands[2 * part + 1], e0, e1, part == 0);
+            }
+            if constexpr (kInterleaved) {
+              store_lanes<L, S>(dx, p.in_w, kPiece, nb / blocks, s0, s1, piece.get(), e0, e1);
+            } else {
+              store_planes<S>(dx, p.in_w, kPiece, nb / blocks, s0, s1, piece.get(), 1, e0, e1);
+            }
           }
         }
-        const int64_t c0 = (nb % blocks) * cb_size;
-        store_dx<S, L>(plan, dx, nb / blocks, c0, std::min(p.c, c0 + cb_size), first, q0, q1);
       }
     }
     if (want_dgrid && blocks > 1) {

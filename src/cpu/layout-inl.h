@@ -466,8 +466,8 @@ inline void store_tile_lanes(const T* ot, int rows, int count, const int64_t* ou
 }
 
 // Writes pixels [q0, q1) of channels [c0, c1) of image n of dx from
-// accumulators `a`: planes `slot` values apart (step 1), or one lane each of
-// a [pixel][lane] block (step L).
+// accumulators `a` that start at pixel q0: planes `slot` values apart
+// (step 1), or one lane each of a [pixel][lane] block (step L).
 template <class S, class T>
 inline void store_planes(const MutableTensorView& dx, int64_t in_w, int64_t slot, int64_t n, int64_t c0,
                          int64_t c1, const T* a, int64_t step, int64_t q0, int64_t q1) {
@@ -476,15 +476,17 @@ inline void store_planes(const MutableTensorView& dx, int64_t in_w, int64_t slot
     S* d = static_cast<S*>(dx.data) + n * ds[0] + c * ds[1];
     const T* __restrict src = a + (c - c0) * (step == 1 ? slot : 1);
     if (ds[3] == 1 && ds[2] == in_w) {  // a dense plane: one flat loop
-      for (int64_t q = q0; q < q1; ++q) d[q] = store<S>(src[q * step]);
+      for (int64_t q = q0; q < q1; ++q) d[q] = store<S>(src[(q - q0) * step]);
     } else {
-      for_each_pixel(in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) { d[y * ds[2] + x * ds[3]] = store<S>(src[q * step]); });
+      for_each_pixel(in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
+        d[y * ds[2] + x * ds[3]] = store<S>(src[(q - q0) * step]);
+      });
     }
   }
 }
 
-// The same from interleaved accumulators: sub-blocks of L channels, each
-// `slot` * L values.
+// The same from interleaved accumulators (starting at pixel q0): sub-blocks
+// of L channels, each `slot` * L values.
 template <int L, class S, class T>
 inline void store_lanes(const MutableTensorView& dx, int64_t in_w, int64_t slot, int64_t n, int64_t c0, int64_t c1,
                         const T* a, int64_t q0, int64_t q1) {
@@ -495,7 +497,7 @@ inline void store_lanes(const MutableTensorView& dx, int64_t in_w, int64_t slot,
     const T* ab = a + b * sub;
     S* d = static_cast<S*>(dx.data) + n * ds[0] + s0 * ds[1];
     if (ds[3] == 1 && ds[2] == in_w) {  // dense planes
-      deinterleave_rows<L>(ab + q0 * L, static_cast<int>(s1 - s0), q1 - q0, d + q0, ds[1]);
+      deinterleave_rows<L>(ab, static_cast<int>(s1 - s0), q1 - q0, d + q0, ds[1]);
     } else if (ds[1] == 1) {  // channels contiguous (channels-last)
       const int rows = static_cast<int>(s1 - s0);
       with_rows<L>(rows, [&](auto R) {
@@ -503,13 +505,13 @@ inline void store_lanes(const MutableTensorView& dx, int64_t in_w, int64_t slot,
         if constexpr (kPackedMoves<L, S, T> && (kR == 2 || kR == 3)) {
           if (ds[3] == kR) {
             for_each_row_run(in_w, q0, q1, [&](int64_t q, int64_t m, int64_t y, int64_t x) {
-              lanes_to_packed<kR>(ab + q * L, m, d + y * ds[2] + x * kR);
+              lanes_to_packed<kR>(ab + (q - q0) * L, m, d + y * ds[2] + x * kR);
             });
             return;
           }
         }
         for_each_pixel(in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
-          lanes_to_pixel<kR>(ab + q * L, rows, d + y * ds[2] + x * ds[3]);
+          lanes_to_pixel<kR>(ab + (q - q0) * L, rows, d + y * ds[2] + x * ds[3]);
         });
       });
     } else {
