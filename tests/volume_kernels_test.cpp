@@ -13,6 +13,7 @@
 #include "common/problem.hpp"
 #include "common/volume_tensor.hpp"
 #include "common/volume_problem.hpp"
+#include "cpu/plan.hpp"
 
 namespace gstest {
 namespace {
@@ -108,12 +109,22 @@ TEST(VolumeKernels, LayoutsAreBitIdentical) {
 // several channel blocks (dgrid summed over blocks), several images.
 TEST(VolumeKernels, ThreadCountsAreBitIdentical) {
   const VolDims kShapes[] = {
-      {1, 1, 12, 14, 16, 10, 12, 14},  // one channel: pixel chunks
-      {1, 3, 8, 9, 10, 9, 8, 10},      // 4 lanes, chunks sharing one input copy
+      {1, 1, 6, 6, 6, 16, 16, 16},     // one channel: pixel chunks
+      {1, 3, 6, 6, 6, 16, 16, 16},     // 4 lanes, chunks sharing one input copy
       {2, 40, 4, 5, 6, 5, 4, 6},       // 16 lanes, groups
       {1, 600, 2, 3, 3, 2, 3, 4},      // several channel blocks: dgrid partials
       {3, 2, 5, 4, 3, 6, 5, 4},
   };
+  // The first two shapes do take pixel chunks (at least 1024 voxels each).
+  for (int i = 0; i < 2; ++i) {
+    const VolDims& d = kShapes[i];
+    gridsampler::detail::Problem q;
+    q.volume = true;
+    q.n = d.n, q.c = d.c, q.in_d = d.in_d, q.in_h = d.in_h, q.in_w = d.in_w;
+    q.out_d = d.out_d, q.out_h = d.out_h, q.out_w = d.out_w;
+    q.options.num_threads = 2;
+    EXPECT_GT(gridsampler::cpu::plan_backward(q).pixel_chunks, 1) << to_string(d);
+  }
   for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
     for (Interpolation mode : kModes) {
       const Options opt{mode, Padding::kZeros, true};
