@@ -336,7 +336,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
             const int64_t e1 = std::min(q1, e0 + kPiece);
             for (int64_t part = 0; part < chunks; ++part) {
               sum_band<L>(piece.get(), parts + part * acc_elems + r * row_elems, bands[2 * part],
-                           bands[2 * part + 1], e0, e1, part == 0);
+                          bands[2 * part + 1], e0, e1, part == 0);
             }
             if constexpr (kInterleaved) {
               store_lanes<L, S>(dx, p.in_w, kPiece, nb / blocks, s0, s1, piece.get(), e0, e1);

@@ -88,7 +88,7 @@ bool reads_pixels_once(const Problem& p) {
 // blocks, whose stencils serve 16 channels at once). Blocks would zero, fill
 // and write out [pixel][lane] buffers the size of the plane (the dx
 // accumulators and the input values) for a few taps; planes accumulate into
-// dx itself and read the input where it lies, so they need no workspace.
+// dx itself and read the input where it lies, so they need no scratch.
 bool scatters_sparsely(const Problem& p, int lanes) {
   const auto taps = static_cast<uint64_t>(image_taps(p.options.interpolation)) * (lanes == kLanes ? 4 : 1);
   const auto pixels = static_cast<uint64_t>(out_pixels(p)), plane = static_cast<uint64_t>(in_plane(p));

@@ -39,9 +39,9 @@ constexpr int64_t kMinCopyStretch = 4096;
 // more than the call's outputs (plan.cpp). Chunks feed threads that
 // (n, block) tasks alone would leave idle, at a memory cost of (chunks + 1)
 // times dx; past these sizes the memory matters more, and on 2 threads the
-// chunks' extra sums cost more than the tasks they add (dropping them:
-// 4,32,256,256 2.4x less peak memory at the same speed; 2,3,384^2 1.21x and
-// 8,16,64^2 1.48x faster).
+// chunks' extra zeroing and sums cost more than the tasks they add
+// (docs/performance.md, "Memory: sparse scatters on planes, bounded chunks,
+// chunk bands").
 constexpr uint64_t kMaxChunkBytes = uint64_t{16} << 20;
 // ... except for a problem that is one (n, block) task: unchunked it runs on
 // one thread whatever the team, so it takes two chunks (one more set of dx
