@@ -9,13 +9,30 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__unix__)
+#include <unistd.h>
+#endif
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 namespace gridsampler::detail {
 
+bool beyond_physical_memory(std::size_t bytes) {
+  static const std::size_t physical = [] {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && static_cast<std::size_t>(pages) <= SIZE_MAX / static_cast<std::size_t>(page)) {
+      return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+    }
+#endif
+    return SIZE_MAX;  // unknown: no bound
+  }();
+  return bytes > physical;
+}
+
 void* allocate_workspace(std::size_t bytes, bool huge_pages) {
+  if (beyond_physical_memory(bytes)) return nullptr;
   constexpr std::size_t kLine = 64;
   constexpr std::size_t kHugePage = std::size_t{2} << 20;
   if (!huge_pages || bytes < kHugePage) return std::aligned_alloc(kLine, (bytes + kLine - 1) / kLine * kLine);

@@ -11,6 +11,13 @@ namespace gridsampler::detail {
 
 void* allocate_workspace(std::size_t bytes, bool huge_pages = true);
 
+// Whether `bytes` exceed this machine's physical memory. Such a buffer could
+// never be backed: the library's allocations (workspaces, packed copies of
+// volume views) fail up front, as out of memory, instead of leaving it to
+// the allocator, which may hand out the address space and have the process
+// killed when the copy touches it (and under AddressSanitizer aborts).
+bool beyond_physical_memory(std::size_t bytes);
+
 // What a calling thread keeps between calls: at most cached_buffer_limit()
 // bytes, kDefaultCachedBytes unless set_cached_buffer_limit() chose another
 // bound. A call that needs a larger buffer gets one, and frees it when it

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "core/dtype.hpp"
+#include "core/memory.hpp"
 
 namespace gridsampler::cpu {
 namespace {
@@ -63,6 +64,7 @@ void* VolumeViews::pack(const VolumeView& v, bool copy_in, const MutableVolumeVi
   for (int64_t d : v.shape) {
     if (__builtin_mul_overflow(bytes, d, &bytes)) return nullptr;
   }
+  if (detail::beyond_physical_memory(static_cast<std::size_t>(bytes))) return nullptr;
   Packed p;
   p.data.reset(new (std::nothrow) unsigned char[static_cast<std::size_t>(bytes)]);
   if (p.data == nullptr) return nullptr;
