@@ -145,12 +145,13 @@ auto& operands(Executor& e) {
   }
 }
 
-// The core's validation of this rank.
+// The core's validation of this rank (volumes: and whether their views can be packed).
 Status validate(const Operands<4>& v, const Options& o, detail::Problem* p, const detail::TensorNames& names) {
   return detail::validate_forward(v.input, v.grid, v.out, o, p, names);
 }
 Status validate(const Operands<5>& v, const Options& o, detail::Problem* p, const detail::TensorNames& names) {
-  return detail::validate_forward_3d(v.input, v.grid, v.out, o, p, names);
+  if (Status s = detail::validate_forward_3d(v.input, v.grid, v.out, o, p, names); !s.ok()) return s;
+  return cpu::check_views_3d(*p, v.input, v.grid, v.out);
 }
 Status validate(const Operands<4>& v, const Options& o, OutputMask m, detail::Problem* p,
                 const detail::TensorNames& names) {
@@ -158,7 +159,10 @@ Status validate(const Operands<4>& v, const Options& o, OutputMask m, detail::Pr
 }
 Status validate(const Operands<5>& v, const Options& o, OutputMask m, detail::Problem* p,
                 const detail::TensorNames& names) {
-  return detail::validate_backward_3d(v.grad, v.input, v.grid, v.dx, v.dgrid, o, m, p, names);
+  if (Status s = detail::validate_backward_3d(v.grad, v.input, v.grid, v.dx, v.dgrid, o, m, p, names); !s.ok()) {
+    return s;
+  }
+  return cpu::check_views_3d(*p, v.grad, v.input, v.grid, v.dx, v.dgrid);
 }
 
 // The kernels' plans and runs of this rank (volumes: cpu/volume_call.hpp).

@@ -19,6 +19,16 @@ ForwardPlan plan_forward_3d(detail::Problem problem, const VolumeView& input,
                             ForwardCopies copies = ForwardCopies::kChosen);
 BackwardPlan plan_backward_3d(detail::Problem problem, const VolumeView& input, const MutableVolumeView& dx);
 
+// Whether every view of a volume call can go through the image drivers
+// (mergeable_or_packable, volume_views.hpp): the aclnn interface asks when
+// planning, so that a call whose packed copy could never be allocated is
+// refused in its first phase rather than when it runs. kInternal, naming the
+// tensor, otherwise.
+Status check_views_3d(const detail::Problem& problem, const VolumeView& input, const VolumeView& grid,
+                      const MutableVolumeView& output);
+Status check_views_3d(const detail::Problem& problem, const VolumeView& grad, const VolumeView& input,
+                      const VolumeView& grid, const MutableVolumeView& dx, const MutableVolumeView& dgrid);
+
 // Runs a plan on the views it was made for: merges or packs them, runs the
 // image drivers, and copies packed outputs back. The backward of an empty
 // problem zeroes the wanted outputs. `workspace` holds plan.workspace_bytes

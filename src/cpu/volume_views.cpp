@@ -56,15 +56,30 @@ bool dims_merge(const Shape5& shape, const Shape5& strides, int dim) {
   return shape[dim] == 1 || shape[dim + 1] == 1 || strides[dim] == shape[dim + 1] * strides[dim + 1];
 }
 
+namespace {
+
+// Bytes of a dense copy of a view of `shape`; -1 where that overflows 64
+// bits or exceeds this machine's memory (then no copy can be made).
+int64_t packed_bytes(const Shape5& shape, DType dtype) {
+  auto bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(bytes, d, &bytes)) return -1;
+  }
+  return detail::beyond_physical_memory(static_cast<std::size_t>(bytes)) ? -1 : bytes;
+}
+
+}  // namespace
+
+bool mergeable_or_packable(const Shape5& shape, const Shape5& strides, DType dtype, int dim) {
+  return dims_merge(shape, strides, dim) || packed_bytes(shape, dtype) >= 0;
+}
+
 void* VolumeViews::pack(const VolumeView& v, bool copy_in, const MutableVolumeView* target) {
   // A valid view may reach few elements through zero strides and still
   // have more than fit in memory, or in 64 bits: then no copy.
   const auto elem = static_cast<int64_t>(dtype_size(v.dtype));
-  int64_t bytes = elem;
-  for (int64_t d : v.shape) {
-    if (__builtin_mul_overflow(bytes, d, &bytes)) return nullptr;
-  }
-  if (detail::beyond_physical_memory(static_cast<std::size_t>(bytes))) return nullptr;
+  const int64_t bytes = packed_bytes(v.shape, v.dtype);
+  if (bytes < 0) return nullptr;
   Packed p;
   p.data.reset(new (std::nothrow) unsigned char[static_cast<std::size_t>(bytes)]);
   if (p.data == nullptr) return nullptr;

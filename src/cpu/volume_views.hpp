@@ -20,6 +20,11 @@ namespace gridsampler::cpu {
 // Whether dimensions `dim` and `dim + 1` of a 5-D view merge.
 bool dims_merge(const Shape5& shape, const Shape5& strides, int dim);
 
+// Whether a view can be read or written through a 4-D one: its dimensions
+// merge, or its packed copy fits this machine's memory (a valid view may
+// reach few elements through zero strides and still be larger than that).
+bool mergeable_or_packable(const Shape5& shape, const Shape5& strides, DType dtype, int dim);
+
 // The strides of the 4-D view the drivers read for a 5-D view of `shape` and
 // `strides` (merged at `dim`, or, when the dimensions do not merge, of its
 // packed contiguous copy): the same numbers VolumeViews gives, from shapes
