@@ -466,6 +466,23 @@ TEST(Aclnn3d, PlanningErrors) {
   EXPECT_EQ(std::string(aclGetRecentErrMsg()), "out: expected 5 dimensions, got 4");
   EXPECT_EQ(forward(in, gr, ok, out_alias), ACLNN_ERR_PARAM_INVALID);
   EXPECT_EQ(std::string(aclGetRecentErrMsg()).rfind("out: memory overlaps input", 0), 0u) << aclGetRecentErrMsg();
+  // A valid input that reaches 4 floats through zero strides, but whose depth
+  // and height do not merge: its packed copy (2^54 bytes) could never be
+  // allocated, so planning refuses it.
+  {
+    const int64_t vast[5] = {1, 1, int64_t{1} << 40, 4, 1024}, along_h[5] = {0, 0, 0, 1, 0};
+    const int64_t four = 4, gdims[5] = {1, 1, 1, 2, 3}, odims[5] = {1, 1, 1, 1, 2};
+    float values[4] = {}, points[6] = {}, outputs[2] = {};
+    aclTensor* vast_in = aclCreateTensor(vast, 5, ACL_FLOAT, along_h, 0, ACL_FORMAT_ND, &four, 1, values);
+    aclTensor* few = aclCreateTensor(gdims, 5, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, gdims, 5, points);
+    aclTensor* small_out = aclCreateTensor(odims, 5, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, odims, 5, outputs);
+    uint64_t size = 1;
+    aclOpExecutor* plan = nullptr;
+    EXPECT_EQ(aclnnGridSampler3DGetWorkspaceSize(vast_in, few, 0, 0, false, small_out, &size, &plan), ACLNN_ERR_INNER);
+    EXPECT_EQ(std::string(aclGetRecentErrMsg()), "workspace: cannot allocate a packed copy of input");
+    EXPECT_EQ(plan, nullptr);
+    for (aclTensor* t : {vast_in, few, small_out}) aclDestroyTensor(t);
+  }
   // The 2-D operators refuse 5-D tensors.
   uint64_t ws = 0;
   aclOpExecutor* exec = nullptr;
