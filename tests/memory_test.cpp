@@ -320,7 +320,7 @@ TEST(Memory, SingleTaskTakesTwoChunks) {
 // more per side) runs on planes: dx accumulates in dx itself and the input
 // values are read where they lie, so the call needs no scratch.
 // Fuller coverage keeps the channel-minor blocks.
-TEST(Memory, SparseScattersNeedNoWorkspace) {
+TEST(Memory, SparseScattersNeedNoScratch) {
   auto resize = [](int64_t c, int64_t side, int64_t out_side, gs::Interpolation mode) {
     gs::detail::Problem p;
     p.n = 2;

@@ -145,7 +145,8 @@ auto& operands(Executor& e) {
   }
 }
 
-// The core's validation of this rank (volumes: and whether their views can be packed).
+// The core's validation of this rank; for volumes also whether each view
+// can be merged or packed (cpu/volume_call.hpp).
 Status validate(const Operands<4>& v, const Options& o, detail::Problem* p, const detail::TensorNames& names) {
   return detail::validate_forward(v.input, v.grid, v.out, o, p, names);
 }

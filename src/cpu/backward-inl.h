@@ -125,19 +125,18 @@ inline void store_dx(const BackwardPlan& plan, const MutableTensorView& dx, int6
 template <class T, int K, int G>
 inline void tap_span(const Tile<T, K, G>& t, int64_t plane, bool int32_taps, int64_t& lo, int64_t& hi) {
   int64_t mn = plane, mx = -1;
+  auto reach = [&](const auto* taps) {
+    for (int i = 0; i < t.count; ++i) {
+      const int64_t q = taps[i];
+      mn = std::min(mn, q);
+      mx = std::max(mx, q < plane ? q : int64_t{-1});
+    }
+  };
   for (int k = 0; k < K; ++k) {
     if (int32_taps) {
-      for (int i = 0; i < t.count; ++i) {
-        const int64_t q = t.acc32[k][i];
-        mn = std::min(mn, q);
-        mx = std::max(mx, q < plane ? q : int64_t{-1});
-      }
+      reach(t.acc32[k]);
     } else {
-      for (int i = 0; i < t.count; ++i) {
-        const int64_t q = t.acc[k][i];
-        mn = std::min(mn, q);
-        mx = std::max(mx, q < plane ? q : int64_t{-1});
-      }
+      reach(t.acc[k]);
     }
   }
   lo = mn;

@@ -71,16 +71,21 @@ bool flat_taps(const Problem& p) {
   return dense && plane > 0 && plane < limit - p.in_w;
 }
 
+// Whether an image samples few taps of each input plane: at most plane /
+// `share` output pixels, and their taps, each counted `weight` times, within
+// the plane.
+bool few_taps(const Problem& p, uint64_t share, uint64_t weight) {
+  const auto taps = static_cast<uint64_t>(image_taps(p.options.interpolation)) * weight;
+  const auto pixels = static_cast<uint64_t>(out_pixels(p)), plane = static_cast<uint64_t>(in_plane(p));
+  return !p.volume && pixels <= plane / share && mul(taps, pixels) <= plane;
+}
+
 // Whether an image forward reads each input pixel about once or less: at
 // most a quarter as many output pixels as the plane has (downsampling by 2
 // or more), and taps x output pixels within the plane. Where a CPU's
 // gathers are cheap (planar_downsampling_pays()), such a forward samples
 // the planes directly: the channel-minor copy would cost more than it saves.
-bool reads_pixels_once(const Problem& p) {
-  const auto taps = static_cast<uint64_t>(image_taps(p.options.interpolation));
-  const auto pixels = static_cast<uint64_t>(out_pixels(p)), plane = static_cast<uint64_t>(in_plane(p));
-  return !p.volume && pixels <= plane / 4 && mul(taps, pixels) <= plane;
-}
+bool reads_pixels_once(const Problem& p) { return few_taps(p, 4, 1); }
 
 // Whether an image backward touches so little of each input plane that
 // planes beat channel-minor blocks: output pixels at most an eighth of the
@@ -89,11 +94,7 @@ bool reads_pixels_once(const Problem& p) {
 // and write out [pixel][lane] buffers the size of the plane (the dx
 // accumulators and the input values) for a few taps; planes accumulate into
 // dx itself and read the input where it lies, so they need no scratch.
-bool scatters_sparsely(const Problem& p, int lanes) {
-  const auto taps = static_cast<uint64_t>(image_taps(p.options.interpolation)) * (lanes == kLanes ? 4 : 1);
-  const auto pixels = static_cast<uint64_t>(out_pixels(p)), plane = static_cast<uint64_t>(in_plane(p));
-  return !p.volume && pixels <= plane / 8 && mul(taps, pixels) <= plane;
-}
+bool scatters_sparsely(const Problem& p, int lanes) { return few_taps(p, 8, lanes == kLanes ? 4 : 1); }
 
 // Fused tiles (fused-inl.h) apply to one dense channel plane (volume)
 // sampled bilinearly (trilinearly) or, float images, bicubically
@@ -143,11 +144,6 @@ void backward_empty(const BackwardPlan& plan, const TensorView&, const TensorVie
   if (plan.problem.mask.grid) detail::zero_view(dgrid);
 }
 
-// Bytes of one stored value.
-uint64_t storage_size(DType dtype) {
-  return dtype == DType::kFloat64 ? 8 : dtype == DType::kFloat32 ? 4 : 2;
-}
-
 // How much the pixel chunks of a backward may cost: no more than the
 // outputs the call writes (dx and dgrid, counted whatever the mask: chunks
 // change dx's bits, which must not depend on it), and at most kMaxChunkBytes.
@@ -158,7 +154,7 @@ uint64_t chunk_bytes_limit(const Problem& p) {
   const uint64_t components = p.volume ? 3 : 2;
   const uint64_t values = add(mul(mul(p.n, std::max<int64_t>(p.c, 1)), in_plane(p)),
                               mul(mul(p.n, out_pixels(p)), components));
-  return std::min(kMaxChunkBytes + (p.volume ? uint64_t{1} << 20 : 0), mul(values, storage_size(p.dtype)));
+  return std::min(kMaxChunkBytes + (p.volume ? uint64_t{1} << 20 : 0), mul(values, dtype_size(p.dtype)));
 }
 
 }  // namespace
@@ -189,7 +185,7 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
     // writes.
     const int asked = call_threads(p);
     const uint64_t private_copies = mul(static_cast<uint64_t>(asked), copy);
-    const uint64_t output = mul(mul(mul(p.n, p.c), pixels), storage_size(p.dtype));
+    const uint64_t output = mul(mul(mul(p.n, p.c), pixels), dtype_size(p.dtype));
     const bool shared = copies == ForwardCopies::kShared ||
                         (copies == ForwardCopies::kChosen &&
                          (tasks < asked || private_copies > kMaxPrivateCopiesBytes ||

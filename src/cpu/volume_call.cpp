@@ -29,22 +29,20 @@ detail::Problem as_merged(detail::Problem p, const VolumeView& input, const Shap
 Status check_views_3d(const detail::Problem& problem, const VolumeView& input, const VolumeView& grid,
                       const MutableVolumeView& output) {
   if (problem.empty()) return Status::Ok();
-  if (!mergeable_or_packable(input.shape, input.strides, input.dtype, kImageDim)) return no_memory("input");
-  if (!mergeable_or_packable(grid.shape, grid.strides, grid.dtype, kGridDim)) return no_memory("grid");
-  if (!mergeable_or_packable(output.shape, output.strides, output.dtype, kImageDim)) return no_memory("output");
+  if (!mergeable_or_packable(input, kImageDim)) return no_memory("input");
+  if (!mergeable_or_packable(grid, kGridDim)) return no_memory("grid");
+  if (!mergeable_or_packable(output, kImageDim)) return no_memory("output");
   return Status::Ok();
 }
 
 Status check_views_3d(const detail::Problem& problem, const VolumeView& grad, const VolumeView& input,
                       const VolumeView& grid, const MutableVolumeView& dx, const MutableVolumeView& dgrid) {
   if (problem.empty()) return Status::Ok();
-  if (!mergeable_or_packable(grad.shape, grad.strides, grad.dtype, kImageDim)) return no_memory("grad");
-  if (!mergeable_or_packable(input.shape, input.strides, input.dtype, kImageDim)) return no_memory("input");
-  if (!mergeable_or_packable(grid.shape, grid.strides, grid.dtype, kGridDim)) return no_memory("grid");
-  if (problem.mask.input && !mergeable_or_packable(dx.shape, dx.strides, dx.dtype, kImageDim)) return no_memory("dx");
-  if (problem.mask.grid && !mergeable_or_packable(dgrid.shape, dgrid.strides, dgrid.dtype, kGridDim)) {
-    return no_memory("dgrid");
-  }
+  if (!mergeable_or_packable(grad, kImageDim)) return no_memory("grad");
+  if (!mergeable_or_packable(input, kImageDim)) return no_memory("input");
+  if (!mergeable_or_packable(grid, kGridDim)) return no_memory("grid");
+  if (problem.mask.input && !mergeable_or_packable(dx, kImageDim)) return no_memory("dx");
+  if (problem.mask.grid && !mergeable_or_packable(dgrid, kGridDim)) return no_memory("dgrid");
   return Status::Ok();
 }
 

@@ -24,6 +24,10 @@ bool dims_merge(const Shape5& shape, const Shape5& strides, int dim);
 // merge, or its packed copy fits this machine's memory (a valid view may
 // reach few elements through zero strides and still be larger than that).
 bool mergeable_or_packable(const Shape5& shape, const Shape5& strides, DType dtype, int dim);
+template <class Ptr>
+bool mergeable_or_packable(const BasicTensorView<Ptr, 5>& v, int dim) {
+  return mergeable_or_packable(v.shape, v.strides, v.dtype, dim);
+}
 
 // The strides of the 4-D view the drivers read for a 5-D view of `shape` and
 // `strides` (merged at `dim`, or, when the dimensions do not merge, of its
