@@ -389,16 +389,74 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
     }
   }
 #endif
-  for (; i < count; ++i) {
-    // The taps of a pixel kPrefetch ahead, whose lines are likely not in L1
-    // (or L2) when the grid jumps about; one per row of a 4 x 4 stencil.
-    if (i + kPrefetch < count) {
-      for (int k = 0; k < K; k += (K >= 16 ? 4 : 1)) {
-        const int64_t q = gather_indices(&t, k)[i + kPrefetch];
-        if constexpr (kDx) hwy::Prefetch(acc + q * L);
-        if constexpr (kDgrid) hwy::Prefetch(xin + q * L);
+  // The taps of pixel j, whose lines are likely not in L1 (or L2) when the
+  // grid jumps about; one per row of a 4 x 4 stencil.
+  auto prefetch = [&](int j) {
+    for (int k = 0; k < K; k += (K >= 16 ? 4 : 1)) {
+      const int64_t q = gather_indices(&t, k)[j];
+      if constexpr (kDx) hwy::Prefetch(acc + q * L);
+      if constexpr (kDgrid) hwy::Prefetch(xin + q * L);
+    }
+  };
+  // Pixel j's dx taps, in tap order.
+  auto add_dx = [&](int j, const Vec* gv) {
+    for (int k = 0; k < K; ++k) {
+      T* __restrict a = acc + int64_t{gather_indices(&t, k)[j]} * L;
+      const Vec w = hn::Set(d, t.w[k][j]);
+      for (int v = 0; v < V; ++v) hn::StoreU(hn::MulAdd(w, gv[v], hn::LoadU(d, a + v * N)), d, a + v * N);
+    }
+  };
+  // Pixel j's dgrid terms from its per-lane sums s: summed over the lanes,
+  // vectors in order, then the target's lane sum (a fixed order for a given
+  // target).
+  auto finish = [&](int j, const Vec* gv, const Vec (*s)[V]) {
+    for (int c = 0; c < G; ++c) {
+      Vec total = hn::Mul(s[c][0], gv[0]);
+      for (int v = 1; v < V; ++v) total = hn::MulAdd(s[c][v], gv[v], total);
+      if constexpr (kBatchSums) {
+        hn::Store(total, d, lane[c] + j * L);
+      } else {
+        sums[c][j] += hn::GetLane(hn::SumOfLanes(d, total));
       }
     }
+  };
+  // Large stencils (tricubic's 64 taps): a pixel's dgrid sums are G chains
+  // of K dependent multiply-adds, and its taps take more instructions than
+  // the core can look ahead, so the next pixel cannot hide their latency. R
+  // pixels at a time then: their dx taps pixel after pixel (the order every
+  // accumulator sees is unchanged) and their dgrid chains side by side, each
+  // in tap order: the same bits. R as large as 12 accumulator vectors allow.
+  constexpr int R = kDgrid && K >= 64 ? (G * V >= 12 ? 1 : 12 / (G * V)) : 1;
+  if constexpr (R > 1) {
+    for (; i + R <= count; i += R) {
+      for (int r = 0; r < R; ++r) {
+        if (i + r + kPrefetch < count) prefetch(i + r + kPrefetch);
+      }
+      Vec gv[R][V], s[R][G][V];
+      for (int r = 0; r < R; ++r) {
+        for (int v = 0; v < V; ++v) {
+          gv[r][v] = hn::LoadU(d, gt + (i + r) * L + v * N);
+          for (int c = 0; c < G; ++c) s[r][c][v] = hn::Zero(d);
+        }
+      }
+      if constexpr (kDx) {
+        for (int r = 0; r < R; ++r) add_dx(i + r, gv[r]);
+      }
+      for (int k = 0; k < K; ++k) {
+        const auto* __restrict idx = gather_indices(&t, k);
+        for (int r = 0; r < R; ++r) {
+          const T* __restrict x = xin + int64_t{idx[i + r]} * L;
+          for (int v = 0; v < V; ++v) {
+            const Vec xv = hn::LoadU(d, x + v * N);
+            for (int c = 0; c < G; ++c) s[r][c][v] = hn::MulAdd(hn::Set(d, t.dw[c][k][i + r]), xv, s[r][c][v]);
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) finish(i + r, gv[r], s[r]);
+    }
+  }
+  for (; i < count; ++i) {
+    if (i + kPrefetch < count) prefetch(i + kPrefetch);
     const T* __restrict g = gt + i * L;
     Vec gv[V], s[G][V];
     for (int v = 0; v < V; ++v) {
@@ -422,19 +480,7 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
         }
       }
     }
-    if constexpr (kDgrid) {
-      // Sum over the lanes: vectors in order, then the target's lane sum
-      // (a fixed order for a given target).
-      for (int c = 0; c < G; ++c) {
-        Vec total = hn::Mul(s[c][0], gv[0]);
-        for (int v = 1; v < V; ++v) total = hn::MulAdd(s[c][v], gv[v], total);
-        if constexpr (kBatchSums) {
-          hn::Store(total, d, lane[c] + i * L);
-        } else {
-          sums[c][i] += hn::GetLane(hn::SumOfLanes(d, total));
-        }
-      }
-    }
+    if constexpr (kDgrid) finish(i, gv, s);
   }
   if constexpr (kDgrid && kBatchSums) {
     // The four lanes of many pixels at once: (l0 + l1) + (l2 + l3), the same
