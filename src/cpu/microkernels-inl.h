@@ -329,6 +329,29 @@ inline void forward_lanes(const Tile<T, K, G>& t, const T* __restrict xin, T* __
     for (; i + P <= t.count; i += P) pixels(std::integral_constant<int, 1>{});
   }
 #endif
+  // Large stencils (tricubic's 64 taps): a pixel is a chain of K dependent
+  // multiply-adds per vector, longer than the core can look ahead past, so
+  // R pixels' chains run side by side, each in tap order (the same bits).
+  constexpr int R = K >= 64 ? (V >= 4 ? 1 : 4 / V) : 1;
+  if constexpr (R > 1) {
+    for (; i + R <= t.count; i += R) {
+      hn::Vec<D> acc[R][V];
+      for (int r = 0; r < R; ++r) {
+        for (int v = 0; v < V; ++v) acc[r][v] = hn::Zero(d);
+      }
+      for (int k = 0; k < K; ++k) {
+        const auto* __restrict idx = gather_indices(&t, k);
+        for (int r = 0; r < R; ++r) {
+          const T* __restrict x = xin + int64_t{idx[i + r]} * L;
+          const auto w = hn::Set(d, t.w[k][i + r]);
+          for (int v = 0; v < V; ++v) acc[r][v] = hn::MulAdd(w, hn::LoadU(d, x + v * N), acc[r][v]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        for (int v = 0; v < V; ++v) hn::Store(acc[r][v], d, ot + (i + r) * L + v * N);
+      }
+    }
+  }
   for (; i < t.count; ++i) {
     hn::Vec<D> acc[V];
     for (int v = 0; v < V; ++v) acc[v] = hn::Zero(d);
