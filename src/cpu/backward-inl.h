@@ -218,6 +218,9 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   // dense as well.
   const Shape4& gs = grad.strides;
   const bool fused = plan.fused != nullptr && dense_points<G>(grid.strides, p.out_w) && gs[3] == 1 && gs[2] == p.out_w;
+  // Tasks that are whole small images prefetch the next one's window of
+  // input values (dgrid reads them; dx, zeroed whole, is in cache).
+  const bool prefetch = fused && plan.need_values && chunks == 1 && pixels <= kFusedRun && !p.volume;
   auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + L - 1) / L; };
   // Pixel chunks zero and sum their accumulators only where their taps
   // reach (ChunkBand), recorded per task; fused tiles do not report their
@@ -277,6 +280,11 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
           for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
             copy_values<L, S>(p, input, n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), xin + b * sub, 0, plane);
           }
+        }
+      }
+      if constexpr (std::is_same_v<S, T>) {  // (fused tiles: float and double)
+        if (prefetch && n + 1 < p.n) {
+          prefetch_window<S>(src, n + 1, 0, pixels, static_cast<const S*>(input.data) + (n + 1) * input.strides[0]);
         }
       }
       for (int64_t p0 = p_begin; p0 < p_end; p0 += kTile) {

@@ -13,6 +13,7 @@
 #include "cpu/microkernels-inl.h"
 #include "cpu/fused-inl.h"
 #include "cpu/fused_bicubic-inl.h"
+#include "cpu/prefetch-inl.h"
 #include "cpu/forward-inl.h"
 #include "cpu/backward-inl.h"
 #include "cpu/second_order-inl.h"

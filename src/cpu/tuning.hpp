@@ -12,6 +12,9 @@ constexpr int kTile = 64;         // output pixels per tile (one builder call)
 // Output pixels per planar forward task when fused tiles (fused-inl.h) run:
 // runs of tiles, for fewer tasks and calls (not measured on its own).
 constexpr int64_t kFusedRun = 16 * kTile;
+// A task's window of input lines that the one before it prefetches
+// (prefetch-inl.h), at most: 8 KiB, a 32 x 32 float image.
+constexpr int64_t kMaxPrefetchLines = 128;
 constexpr int kLanes = 16;        // channels per interleaved block
 constexpr int kNarrowLanes = 4;   // ... for 2 to 7 channels
 // An interleaved backward task's accumulators (and, as much again, its input
