@@ -329,39 +329,33 @@ inline void forward_lanes(const Tile<T, K, G>& t, const T* __restrict xin, T* __
     for (; i + P <= t.count; i += P) pixels(std::integral_constant<int, 1>{});
   }
 #endif
-  // Large stencils (tricubic's 64 taps): a pixel is a chain of K dependent
-  // multiply-adds per vector, longer than the core can look ahead past, so
-  // R pixels' chains run side by side, each in tap order (the same bits).
+  // R pixels from pixel i, each a chain of K multiply-adds per vector in
+  // tap order. Large stencils (tricubic's 64 taps) take several at a time:
+  // a pixel's chain is longer than the core can look ahead past, so the
+  // chains run side by side (the same bits); the rest one at a time.
+  auto group = [&](auto pixels) {
+    constexpr int R = decltype(pixels)::value;
+    hn::Vec<D> acc[R][V];
+    for (int r = 0; r < R; ++r) {
+      for (int v = 0; v < V; ++v) acc[r][v] = hn::Zero(d);
+    }
+    for (int k = 0; k < K; ++k) {
+      const auto* __restrict idx = gather_indices(&t, k);
+      for (int r = 0; r < R; ++r) {
+        const T* __restrict x = xin + int64_t{idx[i + r]} * L;
+        const auto w = hn::Set(d, t.w[k][i + r]);
+        for (int v = 0; v < V; ++v) acc[r][v] = hn::MulAdd(w, hn::LoadU(d, x + v * N), acc[r][v]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int v = 0; v < V; ++v) hn::Store(acc[r][v], d, ot + (i + r) * L + v * N);
+    }
+  };
   constexpr int R = K >= 64 ? (V >= 4 ? 1 : 4 / V) : 1;
   if constexpr (R > 1) {
-    for (; i + R <= t.count; i += R) {
-      hn::Vec<D> acc[R][V];
-      for (int r = 0; r < R; ++r) {
-        for (int v = 0; v < V; ++v) acc[r][v] = hn::Zero(d);
-      }
-      for (int k = 0; k < K; ++k) {
-        const auto* __restrict idx = gather_indices(&t, k);
-        for (int r = 0; r < R; ++r) {
-          const T* __restrict x = xin + int64_t{idx[i + r]} * L;
-          const auto w = hn::Set(d, t.w[k][i + r]);
-          for (int v = 0; v < V; ++v) acc[r][v] = hn::MulAdd(w, hn::LoadU(d, x + v * N), acc[r][v]);
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        for (int v = 0; v < V; ++v) hn::Store(acc[r][v], d, ot + (i + r) * L + v * N);
-      }
-    }
+    for (; i + R <= t.count; i += R) group(std::integral_constant<int, R>{});
   }
-  for (; i < t.count; ++i) {
-    hn::Vec<D> acc[V];
-    for (int v = 0; v < V; ++v) acc[v] = hn::Zero(d);
-    for (int k = 0; k < K; ++k) {
-      const T* __restrict x = xin + int64_t{gather_indices(&t, k)[i]} * L;
-      const auto w = hn::Set(d, t.w[k][i]);
-      for (int v = 0; v < V; ++v) acc[v] = hn::MulAdd(w, hn::LoadU(d, x + v * N), acc[v]);
-    }
-    for (int v = 0; v < V; ++v) hn::Store(acc[v], d, ot + i * L + v * N);
-  }
+  for (; i < t.count; ++i) group(std::integral_constant<int, 1>{});
 }
 
 // Backward of a block of L channels over a tile: gt holds the tile's grad
