@@ -98,6 +98,28 @@ def takes(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: in
             and type(padding_mode) is int and 0 <= padding_mode <= 2)
 
 
+def plain_rank(input: Tensor, grid: Tensor) -> int:
+    """`takes` for tensors of exactly type Tensor (or Parameter) with valid
+    mode codes, alignment left out: the rank (4 or 5) of a call gridsampler
+    computes, else 0. Reads each attribute once, and `is_cpu` rather than
+    `device` (which builds an object), since on a small call these reads
+    are most of the drop-in's overhead; a subclass (a fake tensor says it is
+    on the CPU without being there) must go through `takes`."""
+    dtype = input.dtype
+    if dtype not in _DTYPES or grid.dtype != dtype:
+        return 0
+    if not (input.is_cpu and grid.is_cpu and input.layout == torch.strided
+            and grid.layout == torch.strided):
+        return 0
+    shape, grid_shape = input.shape, grid.shape
+    rank = len(shape)
+    if rank not in (4, 5) or len(grid_shape) != rank or not all(shape[2:]):
+        return 0
+    if grid_shape[-1] != rank - 2 or grid_shape[0] != shape[0]:
+        return 0
+    return rank
+
+
 def _grad_fits(grad: Any, input: Tensor, grid: Tensor) -> bool:
     """A ``grad_output`` of the input's dtype, shaped like the forward's output."""
     return (_plain_cpu(grad, input.dtype) and grad.dim() == input.dim()

@@ -124,20 +124,28 @@ def _readable(t: Tensor):
     requires grad), and copied if its data is off its element alignment, which
     the library refuses and PyTorch allows (``grid_sample`` takes such tensors,
     so the drop-in must too)."""
-    t = t.detach()
+    if t.requires_grad:
+        t = t.detach()
     return _handoff(t if _switch.aligned(t) else t.clone())
 
 
-# The operators' bodies, for images (rank 4) and volumes (rank 5).
+# The operators' bodies, for images (rank 4) and volumes (rank 5). The
+# operators check their tensors first (a user may call them with anything);
+# the direct calls below come from grid_sample, which has checked already.
 
-def _forward(rank: int, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
-             align_corners: bool) -> Tensor:
-    _check_tensors(input, grid, rank)
+def _run_forward(rank: int, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+                 align_corners: bool) -> Tensor:
     out = torch.empty(_out_shape(input, grid), dtype=input.dtype, device=input.device)
     fn = _C.forward if rank == 4 else _C.forward_3d
     fn(_readable(input), _readable(grid), _handoff(out), mode, padding_mode, align_corners,
        num_threads=_threads())
     return out
+
+
+def _forward(rank: int, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+             align_corners: bool) -> Tensor:
+    _check_tensors(input, grid, rank)
+    return _run_forward(rank, input, grid, mode, padding_mode, align_corners)
 
 
 def _forward_fake(rank: int, input: Tensor, grid: Tensor, mode: str,
@@ -151,6 +159,13 @@ def _backward_impl(rank: int, grad: Tensor, input: Tensor, grid: Tensor, mode: s
                    padding_mode: str, align_corners: bool,
                    output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
     _check_tensors(input, grid, rank)
+    return _run_backward(rank, grad, input, grid, mode, padding_mode, align_corners,
+                         output_mask)
+
+
+def _run_backward(rank: int, grad: Tensor, input: Tensor, grid: Tensor, mode: str,
+                  padding_mode: str, align_corners: bool,
+                  output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
     want_dx, want_dgrid = (bool(m) for m in output_mask)
     dx = torch.empty(input.shape if want_dx else (0,), dtype=input.dtype, device=input.device)
     dgrid = torch.empty(grid.shape if want_dgrid else (0,), dtype=input.dtype,
@@ -433,7 +448,7 @@ class _Sample(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, input, grid, mode, padding_mode, align_corners, rank):
-        out = _forward(rank, input, grid, mode, padding_mode, align_corners)
+        out = _run_forward(rank, input, grid, mode, padding_mode, align_corners)
         _setup_context(ctx, (input, grid, mode, padding_mode, align_corners), out)
         return out
 
@@ -447,8 +462,8 @@ class _SampleBackward(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, grad, input, grid, mode, padding_mode, align_corners, output_mask, rank):
-        out = _backward_impl(rank, grad, input, grid, mode, padding_mode, align_corners,
-                             output_mask)
+        out = _run_backward(rank, grad, input, grid, mode, padding_mode, align_corners,
+                            output_mask)
         _backward_setup_context(
             ctx, (grad, input, grid, mode, padding_mode, align_corners, output_mask), out)
         return out
@@ -473,12 +488,12 @@ class _SampleDoubleBackward(torch.autograd.Function):
 
 
 def _sample_call(rank: int, input: Tensor, grid: Tensor, mode: str, padding_mode: str,
-                 align_corners: bool) -> Tensor:
-    if _direct(input, grid):
+                 align_corners: bool, direct: bool) -> Tensor:
+    if direct:
         if not (torch.is_grad_enabled() and (input.requires_grad or grid.requires_grad)):
             # Nothing to record (inference, augmentation without gradients):
             # the autograd.Function would only add its ~3 us.
-            return _forward(rank, input, grid, mode, padding_mode, align_corners)
+            return _run_forward(rank, input, grid, mode, padding_mode, align_corners)
         return _Sample.apply(input, grid, mode, padding_mode, align_corners, rank)
     op = grid_sampler_2d if rank == 4 else grid_sampler_3d
     return op(input, grid, mode, padding_mode, align_corners)
@@ -488,6 +503,10 @@ def _backward_call(rank: int, grad: Tensor, input: Tensor, grid: Tensor, mode: s
                    padding_mode: str, align_corners: bool,
                    output_mask: Sequence[bool]) -> Tuple[Tensor, Tensor]:
     if _direct(grad, input, grid):
+        if not torch.is_grad_enabled():
+            # A first-order pass (no create_graph): nothing to record.
+            return _run_backward(rank, grad, input, grid, mode, padding_mode, align_corners,
+                                 output_mask)
         return _SampleBackward.apply(grad, input, grid, mode, padding_mode, align_corners,
                                      list(output_mask), rank)
     op = grid_sampler_2d_backward if rank == 4 else grid_sampler_3d_backward
@@ -545,12 +564,21 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
         return F.grid_sample(input, grid, mode, padding_mode, align_corners)
     if _autocast_enabled():
         input, grid = _autocast(input), _autocast(grid)
-    # Alignment is the operator's to handle (fake tensors under torch.compile
-    # have no data pointer to check).
-    rank = input.dim() if isinstance(input, Tensor) else 0
-    if rank not in (4, 5) or not _switch.takes(
-            input, grid, MODES.index(mode), PADDING_MODES.index(padding_mode),
-            check_alignment=False, rank=rank):
+    # (_direct lets None through: the backward's optional tensors.)
+    direct = input is not None and grid is not None and _direct(input, grid)
+    if direct:
+        # Plain tensors: the same test as takes' in fewer attribute reads
+        # (a small call's overhead is mostly such reads).
+        rank = _switch.plain_rank(input, grid)
+    else:
+        # Alignment is the operator's to handle (fake tensors under
+        # torch.compile have no data pointer to check).
+        rank = input.dim() if isinstance(input, Tensor) else 0
+        if rank not in (4, 5) or not _switch.takes(
+                input, grid, MODES.index(mode), PADDING_MODES.index(padding_mode),
+                check_alignment=False, rank=rank):
+            rank = 0
+    if rank == 0:
         return F.grid_sample(input, grid, mode, padding_mode, align_corners)
     if align_corners is None:
         warnings.warn(
@@ -558,4 +586,4 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
             "since 1.3.0. Please specify align_corners=True if the old behavior is desired. "
             "See the documentation of grid_sample for details.")
         align_corners = False
-    return _sample_call(rank, input, grid, mode, padding_mode, bool(align_corners))
+    return _sample_call(rank, input, grid, mode, padding_mode, bool(align_corners), direct)

@@ -387,3 +387,45 @@ def test_misaligned_data(torch, gt):
     ref = torch.nn.functional.grid_sample(x, g, "bilinear", "reflection", False)
     assert torch.equal(ours, gt.grid_sample(x, g, "bilinear", "reflection", False))
     assert_near(ours, ref, TOL["float32"], "output")
+
+
+def test_eager_check_agrees_with_takes(torch, gt):
+    """grid_sample's check for plain eager tensors (_switch.plain_rank, which
+    reads fewer attributes) accepts exactly the calls _switch.takes accepts,
+    over ranks, dtypes, devices, layouts and shapes that each break one rule."""
+    from gridsampler import _switch
+
+    def tensors(rank, dtype=torch.float32, device="cpu", n=(2, 2), spatial=3, last=None,
+                empty_axis=None):
+        shape = [n[0], 3] + [spatial] * (rank - 2)
+        gshape = [n[1]] + [4] * (rank - 2) + [rank - 2 if last is None else last]
+        if empty_axis is not None:
+            shape[empty_axis] = 0
+        return (torch.zeros(shape, dtype=dtype, device=device),
+                torch.zeros(gshape, dtype=dtype, device=device))
+
+    pairs = []
+    for rank in (3, 4, 5, 6):
+        pairs.append(tensors(rank))
+        for dtype in (torch.float16, torch.bfloat16, torch.float64, torch.int32,
+                      torch.complex64, torch.bool):
+            pairs.append(tensors(rank, dtype))
+        pairs.append(tensors(rank, device="meta"))
+        pairs.append(tensors(rank, n=(2, 1)))
+        pairs.append(tensors(rank, n=(0, 0)))
+        for last in (1, 2, 3):
+            pairs.append(tensors(rank, last=last))
+        for axis in range(rank):
+            pairs.append(tensors(rank, empty_axis=axis))
+    x, g = tensors(4)
+    pairs += [(x, g.double()), (x.double(), g), (x, g[0]), (x[0], g),
+              (x.to_sparse(), g), (x, g.to_sparse()), (x.permute(0, 2, 3, 1), g),
+              (torch.nn.Parameter(x), torch.nn.Parameter(g)), (x, g.transpose(1, 2))]
+    accepted = 0
+    for x, g in pairs:
+        rank = x.dim()
+        expected = rank if rank in (4, 5) and _switch.takes(
+            x, g, 0, 0, check_alignment=False, rank=rank) else 0
+        assert _switch.plain_rank(x, g) == expected, (x.shape, x.dtype, x.device, g.shape)
+        accepted += expected != 0
+    assert accepted >= 10  # the sweep has calls of both kinds
