@@ -9,7 +9,7 @@
 // pixels, tiny outputs, partial tiles, and an image (a volume) large enough
 // that its pixels are split into chunks; bilinear (trilinear), bicubic
 // (float images) and, for the forward, nearest. Which plans take fused
-// tiles is checked too.
+// tiles is checked too, and that a strided grad gives the dense grad's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -200,6 +200,55 @@ INSTANTIATE_TEST_SUITE_P(Bicubic, FusedTiles,
                                                               Padding::kReflection),
                                             ::testing::Bool(), ::testing::Values(DType::kFloat32)),
                          name);
+
+// A grad of other strides (one value broadcast over the output, as a loss's
+// mean or sum hands autograd; rows padded; H and W transposed; W walked
+// backwards): fused tiles copy a tile's grad values in order, and dx and
+// dgrid keep the bits of the same values in a dense grad, fused or not.
+TEST(FusedTilesStridedGrad, SameBitsAsDenseGrad) {
+  const int64_t targets = gs::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    uint64_t seed = 77;
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kBicubic}) {
+      for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+        for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+          if (mode == Interpolation::kBicubic && dtype != DType::kFloat32) continue;
+          const Options opt{mode, pad, (seed & 1) != 0};
+          for (const Dims& d : kShapes) {
+            Problem p = Problem::random(d, dtype, opt, seed++, 1.2);
+            const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
+                                     std::string(gs::to_string(dtype)) + " " + to_string(d);
+            auto expect_same = [&](const Problem& strided, const Problem& dense_grad, const std::string& how) {
+              const Outputs want = run_plans(dense_grad, {true, true}, Fused::kWindows, 2);
+              const Outputs got = run_plans(strided, {true, true}, Fused::kWindows, 2);
+              const Outputs unfused = run_plans(strided, {true, true}, Fused::kNo, 2);
+              EXPECT_EQ(got.dx.storage(), want.dx.storage()) << what << " dx, grad " << how;
+              EXPECT_EQ(got.dgrid.storage(), want.dgrid.storage()) << what << " dgrid, grad " << how;
+              EXPECT_EQ(unfused.dx.storage(), want.dx.storage()) << what << " dx, grad " << how << ", unfused";
+              EXPECT_EQ(unfused.dgrid.storage(), want.dgrid.storage())
+                  << what << " dgrid, grad " << how << ", unfused";
+            };
+            for (Layout layout : {Layout::kPadded, Layout::kTransposedHW, Layout::kNegative}) {
+              Problem q = p;
+              q.grad = p.grad.relayout(layout);
+              expect_same(q, p, to_string(layout));
+            }
+            // Broadcast: every stride 0 over one element.
+            Problem broadcast = p, filled = p;
+            static_cast<gs::host::Tensor&>(broadcast.grad) =
+                gs::host::Tensor(dtype, p.grad.shape(), Shape4{0, 0, 0, 0});
+            broadcast.grad.set(0, 0, 0, 0, -0.375);
+            filled.grad.fill(-0.375);
+            expect_same(broadcast, filled, "broadcast");
+          }
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
 
 // Volumes: trilinear fused tiles against the volume builders and
 // microkernels, through the volume planner and runner.

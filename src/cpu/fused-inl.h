@@ -22,8 +22,10 @@
 // builder and the microkernel when the plan has one (dense
 // float or double planes of one channel, bilinear or trilinear, or nearest
 // in the forward) and the
-// grid and the output or grad are dense; everything around the tile (tasks,
-// accumulators, dgrid stores, fixed-order sums) is the drivers' as before.
+// grid (forward: and the output) is dense; the backward hands a tile its
+// pixels' grad values in order (in place, or a copy of a strided grad's).
+// Everything around the tile (tasks, accumulators, dgrid stores, fixed-order
+// sums) is the drivers' as before.
 
 // Target-independent includes (normal include guards).
 #include <algorithm>
@@ -450,7 +452,7 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
     hn::Vec<D> m[G], grad;
     const auto t = stencil(g, i, count, m);
     alignas(64) T tail[hn::MaxLanes(D())];
-    grad = hn::LoadU(d, vector_values<1>(gp + p0, i, count, lanes, tail));
+    grad = hn::LoadU(d, vector_values<1>(gp, i, count, lanes, tail));
     for (int a = 0; a < G; ++a) hn::StoreU(m[a], d, mult[a] + i);
     if constexpr (kDx) {
       for (int k = 0; k < K; ++k) {

@@ -161,11 +161,11 @@ void backward_fused_bicubic_tile(const TileSource& src, int64_t n, int64_t p0, i
     alignas(64) float tail[2 * hn::MaxLanes(d)];
     hn::LoadInterleaved2(d, vector_values<2>(g, i, count, lanes, tail), gx, gy);
     alignas(64) float grad_tail[hn::MaxLanes(d)];
-    const auto grad = hn::LoadU(d, vector_values<1>(gp + p0, i, count, lanes, grad_tail));
+    const auto grad = hn::LoadU(d, vector_values<1>(gp, i, count, lanes, grad_tail));
     BicubicLanes<hn::ScalableTag<float>> s;
     bicubic_lanes<P, kAlign>(d, gx, gy, src.in_h, src.in_w, /*derivatives=*/kDgrid, &s);
     if (!hn::AllFalse(di, s.bad)) {
-      backward_bicubic_through_tile<P, kAlign, kDx, kDgrid>(src, n, p0, i, std::min(lanes, count - i), gp + p0 + i,
+      backward_bicubic_through_tile<P, kAlign, kDx, kDgrid>(src, n, p0, i, std::min(lanes, count - i), gp + i,
                                                              ip, index, product, sums, mult);
       continue;
     }

@@ -261,6 +261,14 @@ inline void for_each_pixel(int64_t width, int64_t q0, int64_t q1, F&& f) {
   }
 }
 
+// to[i] = pixel p0 + i of one plane at `from` with row stride s[2], column
+// stride s[3] and `width` columns, for i < count: a tile's values of a
+// strided plane (any strides, zero included) in pixel order.
+template <class S>
+inline void pixel_values(const S* from, const Shape4& s, int64_t width, int64_t p0, int count, S* __restrict to) {
+  for_each_pixel(width, p0, p0 + count, [&](int64_t q, int64_t y, int64_t x) { to[q - p0] = from[y * s[2] + x * s[3]]; });
+}
+
 // Channels-last moves of one pixel: `rows` (at most L) contiguous values at
 // px to and from a slot of L lanes (zero from `rows` on). R is the row count
 // when known at compile time, else 0. with_rows calls f with the common

@@ -45,7 +45,8 @@ using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const T
 
 // A fused tile (fused-inl.h): one channel's output pixels [p0, p0 + count)
 // of image (volume) n, from the grid to the plane's values, in place of a
-// builder and a microkernel; the same bits. `sums` and `mult` are the backward's
+// builder and a microkernel; the same bits. `grad` holds the backward's count
+// grad values of those pixels, in order; `sums` and `mult` are its
 // T[3][kTile] dgrid sums and coordinate multipliers, `acc` where dx adds up.
 using FusedForwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input,
                                 void* output);
@@ -115,7 +116,7 @@ struct BackwardPlan {
   std::size_t workspace_bytes = 0;
   BackwardFn fn = nullptr;
   BuildTileFn build = nullptr;
-  FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused (grid and grad dense)
+  FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused (grid dense)
   bool window_reads = false;        // as ForwardPlan::window_reads
 };
 
