@@ -18,8 +18,10 @@ const Layout kLayouts[] = {Layout::kChannelsLast, Layout::kPadded, Layout::kTran
 TEST(Layout, StridedInputsAndOutputsMatchContiguous) {
   // Few channels (planes one at a time), and enough for a full 16-channel
   // block plus a partial one over several tiles of output pixels (the
-  // channel-minor copies have one path per layout).
-  for (const Dims& dims : {Dims{2, 5, 6, 7, 4, 3}, Dims{2, 35, 9, 11, 13, 7}})
+  // channel-minor copies have one path per layout); one channel (fused
+  // tiles where the grid is dense) with output rows longer than a tile, so
+  // that a tile's grid points start and end mid-row.
+  for (const Dims& dims : {Dims{2, 5, 6, 7, 4, 3}, Dims{2, 35, 9, 11, 13, 7}, Dims{3, 1, 8, 9, 5, 70}})
   for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
     for (Interpolation mode :
          {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {

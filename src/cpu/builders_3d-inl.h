@@ -225,22 +225,7 @@ void fill_tile_3d(const TileSource& p, int64_t n, int64_t p0, int64_t count, Til
   // Each voxel's (x, y, z), and where its grad/output value goes, walking
   // the merged rows (Dout * Hout) of Wout voxels.
   T g[3][kTile];
-  if (dense_points<3>(gs, p.out_w)) {
-    const S* gp = gr + 3 * p0;
-    for (int64_t i = 0; i < count; ++i) {
-      for (int c = 0; c < 3; ++c) g[c][i] = load(gp[3 * i + c]);
-    }
-  } else {
-    int64_t h = p0 / p.out_w, w = p0 % p.out_w;
-    for (int64_t i = 0; i < count; ++i, ++w) {
-      if (w == p.out_w) {
-        w = 0;
-        ++h;
-      }
-      const S* gp = gr + h * gs[1] + w * gs[2];
-      for (int c = 0; c < 3; ++c) g[c][i] = load(gp[c * gs[3]]);
-    }
-  }
+  grid_points<3, S>(gr, gs, p.out_w, p0, count, g);
   t->out_dense = out_strides[3] == 1 && out_strides[2] == p.out_w;
   if (t->out_dense) {
     t->out_off[0] = p0;  // (the rest follow; kernels read only the first)
