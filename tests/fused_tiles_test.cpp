@@ -9,7 +9,8 @@
 // pixels, tiny outputs, partial tiles, and an image (a volume) large enough
 // that its pixels are split into chunks; bilinear (trilinear), bicubic
 // (float images) and, for the forward, nearest. Which plans take fused
-// tiles is checked too, and that a strided grad gives the dense grad's bits.
+// tiles is checked too, and that strided grids and grads give the dense
+// ones' bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -201,17 +202,19 @@ INSTANTIATE_TEST_SUITE_P(Bicubic, FusedTiles,
                                             ::testing::Bool(), ::testing::Values(DType::kFloat32)),
                          name);
 
-// A grad of other strides (one value broadcast over the output, as a loss's
-// mean or sum hands autograd; rows padded; H and W transposed; W walked
-// backwards): fused tiles copy a tile's grad values in order, and dx and
-// dgrid keep the bits of the same values in a dense grad, fused or not.
-TEST(FusedTilesStridedGrad, SameBitsAsDenseGrad) {
+// A grid or grad of other strides (a grid permuted from (N, 2, H, W), as
+// flow warps pass it; a grad of one value broadcast over the output, as a
+// loss's sum hands autograd; rows padded; H and W transposed; W walked
+// backwards): fused tiles copy a tile's points and grad values in order,
+// and the outputs keep the bits of the same values in dense tensors, fused
+// or not.
+TEST(FusedTilesStrided, GridsAndGradsGiveTheDenseBits) {
   const int64_t targets = gs::cpu::available_targets();
   for (int64_t t = targets; t != 0; t &= t - 1) {
     const int64_t target = t & -t;
     gs::cpu::force_targets(target);
     uint64_t seed = 77;
-    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kBicubic}) {
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kBicubic, Interpolation::kNearest}) {
       for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
         for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
           if (mode == Interpolation::kBicubic && dtype != DType::kFloat32) continue;
@@ -220,20 +223,25 @@ TEST(FusedTilesStridedGrad, SameBitsAsDenseGrad) {
             Problem p = Problem::random(d, dtype, opt, seed++, 1.2);
             const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
                                      std::string(gs::to_string(dtype)) + " " + to_string(d);
-            auto expect_same = [&](const Problem& strided, const Problem& dense_grad, const std::string& how) {
-              const Outputs want = run_plans(dense_grad, {true, true}, Fused::kWindows, 2);
-              const Outputs got = run_plans(strided, {true, true}, Fused::kWindows, 2);
-              const Outputs unfused = run_plans(strided, {true, true}, Fused::kNo, 2);
-              EXPECT_EQ(got.dx.storage(), want.dx.storage()) << what << " dx, grad " << how;
-              EXPECT_EQ(got.dgrid.storage(), want.dgrid.storage()) << what << " dgrid, grad " << how;
-              EXPECT_EQ(unfused.dx.storage(), want.dx.storage()) << what << " dx, grad " << how << ", unfused";
-              EXPECT_EQ(unfused.dgrid.storage(), want.dgrid.storage())
-                  << what << " dgrid, grad " << how << ", unfused";
+            auto expect_same = [&](const Problem& strided, const Problem& dense_values, const std::string& how) {
+              const Outputs want = run_plans(dense_values, {true, true}, Fused::kWindows, 2);
+              for (Fused fused : {Fused::kWindows, Fused::kNo}) {
+                const Outputs got = run_plans(strided, {true, true}, fused, 2);
+                const std::string where = what + " " + how + (fused == Fused::kNo ? ", unfused" : "");
+                EXPECT_EQ(got.out.storage(), want.out.storage()) << where << " forward";
+                EXPECT_EQ(got.dx.storage(), want.dx.storage()) << where << " dx";
+                EXPECT_EQ(got.dgrid.storage(), want.dgrid.storage()) << where << " dgrid";
+              }
             };
+            for (Layout layout : {Layout::kChannelsLast, Layout::kPadded, Layout::kTransposedHW, Layout::kNegative}) {
+              Problem q = p;
+              q.grid = p.grid.relayout(layout);
+              expect_same(q, p, std::string("grid ") + to_string(layout));
+            }
             for (Layout layout : {Layout::kPadded, Layout::kTransposedHW, Layout::kNegative}) {
               Problem q = p;
               q.grad = p.grad.relayout(layout);
-              expect_same(q, p, to_string(layout));
+              expect_same(q, p, std::string("grad ") + to_string(layout));
             }
             // Broadcast: every stride 0 over one element.
             Problem broadcast = p, filled = p;
@@ -241,7 +249,7 @@ TEST(FusedTilesStridedGrad, SameBitsAsDenseGrad) {
                 gs::host::Tensor(dtype, p.grad.shape(), Shape4{0, 0, 0, 0});
             broadcast.grad.set(0, 0, 0, 0, -0.375);
             filled.grad.fill(-0.375);
-            expect_same(broadcast, filled, "broadcast");
+            expect_same(broadcast, filled, "grad broadcast");
           }
         }
       }
@@ -332,6 +340,20 @@ TEST_P(FusedVolumeTiles, SameBitsAsBuildersAndMicrokernels) {
           EXPECT_EQ(got3.out.element_bytes(), got.out.element_bytes()) << what << " forward, 3 threads";
           EXPECT_EQ(got3.dx.element_bytes(), got.dx.element_bytes()) << what << " dx, 3 threads";
           EXPECT_EQ(got3.dgrid.element_bytes(), got.dgrid.element_bytes()) << what << " dgrid, 3 threads";
+          // Grids of other strides: merged into rows and copied a tile at
+          // a time (channels-last, padded rows, W backwards), or packed
+          // whole (D backwards).
+          if (!(mask.input && mask.grid)) continue;
+          for (VolLayout layout :
+               {VolLayout::kChannelsLast, VolLayout::kPaddedRows, VolLayout::kNegativeW, VolLayout::kNegativeD}) {
+            VolProblem q = p;
+            q.grid = p.grid.relayout(layout);
+            const VolOutputs strided = run_volume_plans(q, mask, true, 2);
+            const std::string how = what + " grid " + to_string(layout);
+            EXPECT_EQ(strided.out.element_bytes(), got.out.element_bytes()) << how << " forward";
+            EXPECT_EQ(strided.dx.element_bytes(), got.dx.element_bytes()) << how << " dx";
+            EXPECT_EQ(strided.dgrid.element_bytes(), got.dgrid.element_bytes()) << how << " dgrid";
+          }
         }
       }
     }

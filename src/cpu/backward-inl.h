@@ -214,17 +214,19 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   // Weight derivatives and multipliers serve dgrid alone.
   TileSource src = tile_source(p, grid, grad.strides, input.strides, want_dgrid, /*wide_indices=*/false);
   src.window_reads = plan.window_reads;
-  // One channel through fused tiles (plan.hpp) when the grid is dense as
-  // well. A grad of other strides (a loss's mean or sum hands autograd one
-  // value expanded over the output) is copied a tile at a time: that costs
-  // a strided read per pixel, where the tiles it would otherwise take cost
-  // about 1.6x the fused ones.
+  // One channel through fused tiles (plan.hpp). A grad or grid of other
+  // strides (a loss's sum hands autograd one value expanded over the
+  // output; flow warps pass grids permuted from (N, G, H, W)) is copied a
+  // tile at a time into the dense values and points the tiles read: a
+  // strided read per pixel, where the builders and microkernels cost about
+  // 1.6x the fused tiles.
   const Shape4& gs = grad.strides;
-  const bool fused = plan.fused != nullptr && dense_points<G>(grid.strides, p.out_w);
+  const bool fused = plan.fused != nullptr;
+  const bool dense_grid = dense_points<G>(grid.strides, p.out_w);
   const bool dense_grad = gs[3] == 1 && gs[2] == p.out_w;
   // Tasks that are whole small images prefetch the next one's window of
   // input values (dgrid reads them; dx, zeroed whole, is in cache).
-  const bool prefetch = fused && plan.need_values && chunks == 1 && pixels <= kFusedRun && !p.volume;
+  const bool prefetch = fused && dense_grid && plan.need_values && chunks == 1 && pixels <= kFusedRun && !p.volume;
   auto sub_blocks = [&](int64_t c0, int64_t c1) { return (c1 - c0 + L - 1) / L; };
   // Pixel chunks zero and sum their accumulators only where their taps
   // reach (ChunkBand), recorded per task; fused tiles do not report their
@@ -239,7 +241,10 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   {
     auto tile = std::make_unique<Tile<T, K, G>>();
     T sums[G][kTile];
-    S grad_tile[kTile];  // a strided grad's values for a fused tile
+    // A strided grid's points and a strided grad's values for a fused tile,
+    // made only where a call needs them.
+    std::unique_ptr<S[]> tile_points(fused && !dense_grid ? new S[G * kTile] : nullptr);
+    std::unique_ptr<S[]> grad_tile(fused && !dense_grad ? new S[kTile] : nullptr);
     T* my_scratch = scratch + static_cast<int64_t>(omp_get_thread_num()) * plan.scratch_elems;
     T* my_acc = my_scratch;
     T* xin = kInterleaved ? my_scratch + plan.scratch_values : nullptr;
@@ -302,10 +307,17 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
           if (dense_grad) {
             g += p0;
           } else {
-            pixel_values(g, gs, p.out_w, p0, count, grad_tile);
-            g = grad_tile;
+            pixel_values(g, gs, p.out_w, p0, count, grad_tile.get());
+            g = grad_tile.get();
           }
-          plan.fused(src, n, p0, count, g,
+          const S* points = static_cast<const S*>(grid.data) + n * grid.strides[0];
+          if (dense_grid) {
+            points += G * p0;
+          } else {
+            interleaved_points<G>(points, grid.strides, p.out_w, p0, count, tile_points.get());
+            points = tile_points.get();
+          }
+          plan.fused(src, n, p0, count, points, g,
                      static_cast<const S*>(input.data) + n * input.strides[0], a, want_dx, plan.need_values, sums,
                      tile->mult);
           tile->count = count;

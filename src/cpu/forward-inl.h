@@ -45,20 +45,32 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   TileSource src = tile_source(p, grid, os, is, /*derivatives=*/false, /*wide_indices=*/false);
   src.window_reads = plan.window_reads;
   // One channel plane or volume through fused tiles (plan.hpp) when the
-  // grid and output are dense as well, in runs of kFusedRun pixels. (Each
-  // output value depends on its pixel alone: the split changes no bits.)
-  const bool fused = plan.fused != nullptr && dense_points<G>(grid.strides, p.out_w) && os[3] == 1 && os[2] == p.out_w;
+  // output is dense as well, in runs of kFusedRun pixels. (Each output value
+  // depends on its pixel alone: the split changes no bits.) A grid of other
+  // strides (permuted from (N, G, H, W)) is copied a run at a time into
+  // the dense points the tiles read.
+  const bool fused = plan.fused != nullptr && os[3] == 1 && os[2] == p.out_w;
+  const bool dense_grid = dense_points<G>(grid.strides, p.out_w);
   const int64_t run = fused ? kFusedRun : kTile;
   const int64_t runs = (pixels + run - 1) / run;
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K, G>>();
+    std::unique_ptr<S[]> run_points(fused && !dense_grid ? new S[G * kFusedRun] : nullptr);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < p.n * runs; ++task) {
       const int64_t n = task / runs;
       const int64_t p0 = (task % runs) * run;
       if (fused) {
-        plan.fused(src, n, p0, std::min<int64_t>(run, pixels - p0), in + n * is[0], out + n * os[0]);
+        const int64_t count = std::min<int64_t>(run, pixels - p0);
+        const S* points = static_cast<const S*>(grid.data) + n * grid.strides[0];
+        if (dense_grid) {
+          points += G * p0;
+        } else {
+          interleaved_points<G>(points, grid.strides, p.out_w, p0, count, run_points.get());
+          points = run_points.get();
+        }
+        plan.fused(src, n, p0, count, points, in + n * is[0], out + n * os[0]);
         continue;
       }
       plan.build(src, n, p0, std::min<int64_t>(kTile, pixels - p0), tile.get());

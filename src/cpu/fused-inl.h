@@ -22,8 +22,9 @@
 // builder and the microkernel when the plan has one (dense
 // float or double planes of one channel, bilinear or trilinear, or nearest
 // in the forward) and the
-// grid (forward: and the output) is dense; the backward hands a tile its
-// pixels' grad values in order (in place, or a copy of a strided grad's).
+// forward's output is dense; the drivers hand a tile its pixels' grid points
+// and grad values in order (in place, or a copy of a strided grid's or
+// grad's).
 // Everything around the tile (tasks, accumulators, dgrid stores, fixed-order
 // sums) is the drivers' as before.
 
@@ -352,12 +353,13 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
 // multiply-adds (as forward_channel). kNearest: the nearest tap alone, 0 + w * value with
 // w = 1 where it is valid, one gather per vector.
 template <class T, Padding P, bool kAlign, int G, bool kNearest = false>
-void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input, void* output) {
+void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* points, const void* input,
+                   void* output) {
   namespace hn = hwy::HWY_NAMESPACE;
   using D = hn::ScalableTag<T>;
   const D d;
   const int lanes = static_cast<int>(hn::Lanes(d));
-  const T* g = static_cast<const T*>(src.grid) + n * src.grid_strides[0] + G * p0;
+  const T* g = static_cast<const T*>(points);
   const T* ip = static_cast<const T*>(input);
   T* op = static_cast<T*>(output) + p0;
   const int64_t in_hw = src.in_h * src.in_w, plane = src.in_d * in_hw;
@@ -431,7 +433,7 @@ inline void scatter_add(T* __restrict acc, const TI* __restrict idx, const T* __
 // times grad) into sums[G][kTile], and the coordinates' multipliers into
 // mult[G][kTile].
 template <class T, Padding P, bool kAlign, int G, bool kDx, bool kDgrid>
-void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count, const T* gp, const T* ip, T* acc,
+void backward_fused_tile(const TileSource& src, int count, const T* g, const T* gp, const T* ip, T* acc,
                          T (*sums)[kTile], T (*mult)[kTile]) {
   namespace hn = hwy::HWY_NAMESPACE;
   using D = hn::ScalableTag<T>;
@@ -439,7 +441,6 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
   const hn::RebindToSigned<D> di;
   using TI = hn::TFromD<decltype(di)>;
   const int lanes = static_cast<int>(hn::Lanes(d));
-  const T* g = static_cast<const T*>(src.grid) + n * src.grid_strides[0] + G * p0;
   const int64_t in_hw = src.in_h * src.in_w, plane = src.in_d * in_hw;
   const FusedStencil<P, kAlign, D, G> stencil(d, src);
   constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
@@ -479,19 +480,20 @@ void backward_fused_tile(const TileSource& src, int64_t n, int64_t p0, int count
 
 // As a table entry: the wanted outputs chosen at run time.
 template <class T, Padding P, bool kAlign, int G>
-void backward_fused(const TileSource& src, int64_t n, int64_t p0, int count, const void* grad, const void* input,
-                    void* acc, bool want_dx, bool want_dgrid, void* sums, void* mult) {
+void backward_fused(const TileSource& src, int64_t, int64_t, int count, const void* points, const void* grad,
+                    const void* input, void* acc, bool want_dx, bool want_dgrid, void* sums, void* mult) {
+  const T* g = static_cast<const T*>(points);
   const T* gp = static_cast<const T*>(grad);
   const T* ip = static_cast<const T*>(input);
   T* a = static_cast<T*>(acc);
   auto* s = static_cast<T(*)[kTile]>(sums);
   auto* m = static_cast<T(*)[kTile]>(mult);
   if (want_dx && want_dgrid) {
-    backward_fused_tile<T, P, kAlign, G, true, true>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_tile<T, P, kAlign, G, true, true>(src, count, g, gp, ip, a, s, m);
   } else if (want_dx) {
-    backward_fused_tile<T, P, kAlign, G, true, false>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_tile<T, P, kAlign, G, true, false>(src, count, g, gp, ip, a, s, m);
   } else {
-    backward_fused_tile<T, P, kAlign, G, false, true>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_tile<T, P, kAlign, G, false, true>(src, count, g, gp, ip, a, s, m);
   }
 }
 

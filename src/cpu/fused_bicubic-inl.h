@@ -59,13 +59,13 @@ HWY_NOINLINE void forward_bicubic_through_tile(const TileSource& src, int64_t n,
 // The forward of output pixels [p0, p0 + count) of image n in one channel:
 // `input` is its plane, `output` its output plane (dense).
 template <Padding P, bool kAlign>
-void forward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input,
-                           void* output) {
+void forward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* points,
+                           const void* input, void* output) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const int lanes = static_cast<int>(hn::Lanes(d));
-  const float* g = static_cast<const float*>(src.grid) + n * src.grid_strides[0] + 2 * p0;
+  const float* g = static_cast<const float*>(points);
   const float* ip = static_cast<const float*>(input);
   float* image_out = static_cast<float*>(output);
   float* op = image_out + p0;
@@ -144,13 +144,13 @@ HWY_NOINLINE void backward_bicubic_through_tile(const TileSource& src, int64_t n
 // where a tap is outside; the values 0 there; the scatter in the tile's
 // order (an invalid tap adds +0 to element 0, which changes nothing).
 template <Padding P, bool kAlign, bool kDx, bool kDgrid>
-void backward_fused_bicubic_tile(const TileSource& src, int64_t n, int64_t p0, int count, const float* gp,
-                                 const float* ip, float* acc, float (*sums)[kTile], float (*mult)[kTile]) {
+void backward_fused_bicubic_tile(const TileSource& src, int64_t n, int64_t p0, int count, const float* g,
+                                 const float* gp, const float* ip, float* acc, float (*sums)[kTile],
+                                 float (*mult)[kTile]) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const int lanes = static_cast<int>(hn::Lanes(d));
-  const float* g = static_cast<const float*>(src.grid) + n * src.grid_strides[0] + 2 * p0;
   const auto width = hn::Set(di, static_cast<int32_t>(src.in_w));
   const auto mult_x = hn::Set(d, coords::unnormalize_slope<float>(src.in_w, kAlign));
   const auto mult_y = hn::Set(d, coords::unnormalize_slope<float>(src.in_h, kAlign));
@@ -205,19 +205,21 @@ void backward_fused_bicubic_tile(const TileSource& src, int64_t n, int64_t p0, i
 
 // As a table entry: the wanted outputs chosen at run time.
 template <Padding P, bool kAlign>
-void backward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int count, const void* grad,
-                            const void* input, void* acc, bool want_dx, bool want_dgrid, void* sums, void* mult) {
+void backward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int count, const void* points,
+                            const void* grad, const void* input, void* acc, bool want_dx, bool want_dgrid, void* sums,
+                            void* mult) {
+  const float* g = static_cast<const float*>(points);
   const float* gp = static_cast<const float*>(grad);
   const float* ip = static_cast<const float*>(input);
   float* a = static_cast<float*>(acc);
   auto* s = static_cast<float(*)[kTile]>(sums);
   auto* m = static_cast<float(*)[kTile]>(mult);
   if (want_dx && want_dgrid) {
-    backward_fused_bicubic_tile<P, kAlign, true, true>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_bicubic_tile<P, kAlign, true, true>(src, n, p0, count, g, gp, ip, a, s, m);
   } else if (want_dx) {
-    backward_fused_bicubic_tile<P, kAlign, true, false>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_bicubic_tile<P, kAlign, true, false>(src, n, p0, count, g, gp, ip, a, s, m);
   } else {
-    backward_fused_bicubic_tile<P, kAlign, false, true>(src, n, p0, count, gp, ip, a, s, m);
+    backward_fused_bicubic_tile<P, kAlign, false, true>(src, n, p0, count, g, gp, ip, a, s, m);
   }
 }
 

@@ -269,6 +269,42 @@ inline void pixel_values(const S* from, const Shape4& s, int64_t width, int64_t 
   for_each_pixel(width, p0, p0 + count, [&](int64_t q, int64_t y, int64_t x) { to[q - p0] = from[y * s[2] + x * s[3]]; });
 }
 
+// to[G * i + c] = component c of the grid point of output pixel p0 + i,
+// for i < count, from one image's grid at `from` of any strides `s` (rows
+// s[1], columns s[2], components s[3]): a run of dense points, walked by
+// row segments (a grid permuted from (N, G, H, W) reads G contiguous runs
+// per row).
+template <int G, class S>
+inline void interleaved_points(const S* from, const Shape4& s, int64_t width, int64_t p0, int64_t count,
+                               S* __restrict to) {
+  int64_t h = p0 / width, w = p0 % width;
+  for (int64_t i = 0; i < count; w = 0, ++h) {
+    const int64_t len = std::min(count - i, width - w);
+    const S* row = from + h * s[1] + w * s[2];
+    int64_t j = 0;
+    // G contiguous runs: whole vectors through an interleaving store (for
+    // float and double, the types fused tiles read).
+    if constexpr (std::is_floating_point_v<S>) {
+      namespace hn = hwy::HWY_NAMESPACE;
+      const hn::ScalableTag<S> d;
+      const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+      for (; s[2] == 1 && j + lanes <= len; j += lanes) {
+        if constexpr (G == 2) {
+          hn::StoreInterleaved2(hn::LoadU(d, row + j), hn::LoadU(d, row + s[3] + j), d, to + 2 * (i + j));
+        } else {
+          static_assert(G == 3);
+          hn::StoreInterleaved3(hn::LoadU(d, row + j), hn::LoadU(d, row + s[3] + j),
+                                hn::LoadU(d, row + 2 * s[3] + j), d, to + 3 * (i + j));
+        }
+      }
+    }
+    for (; j < len; ++j) {
+      for (int c = 0; c < G; ++c) to[G * (i + j) + c] = row[j * s[2] + c * s[3]];
+    }
+    i += len;
+  }
+}
+
 // Channels-last moves of one pixel: `rows` (at most L) contiguous values at
 // px to and from a slot of L lanes (zero from `rows` on). R is the row count
 // when known at compile time, else 0. with_rows calls f with the common

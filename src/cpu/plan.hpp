@@ -45,14 +45,15 @@ using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const T
 
 // A fused tile (fused-inl.h): one channel's output pixels [p0, p0 + count)
 // of image (volume) n, from the grid to the plane's values, in place of a
-// builder and a microkernel; the same bits. `grad` holds the backward's count
-// grad values of those pixels, in order; `sums` and `mult` are its
-// T[3][kTile] dgrid sums and coordinate multipliers, `acc` where dx adds up.
-using FusedForwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* input,
-                                void* output);
-using FusedBackwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int count, const void* grad,
-                                 const void* input, void* acc, bool want_dx, bool want_dgrid, void* sums,
-                                 void* mult);
+// builder and a microkernel; the same bits. `points` holds those pixels' grid
+// points in order (G values each), `grad` the backward's grad values;
+// `sums` and `mult` are its T[3][kTile] dgrid sums and coordinate
+// multipliers, `acc` where dx adds up.
+using FusedForwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* points,
+                                const void* input, void* output);
+using FusedBackwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int count, const void* points,
+                                 const void* grad, const void* input, void* acc, bool want_dx, bool want_dgrid,
+                                 void* sums, void* mult);
 
 // `threads` in both plans: the team of the plan's parallel region, the
 // call's threads (at most max_threads()) capped at the region's tasks; the
@@ -116,7 +117,7 @@ struct BackwardPlan {
   std::size_t workspace_bytes = 0;
   BackwardFn fn = nullptr;
   BuildTileFn build = nullptr;
-  FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused (grid dense)
+  FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused
   bool window_reads = false;        // as ForwardPlan::window_reads
 };
 
