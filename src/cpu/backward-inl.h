@@ -310,13 +310,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
             pixel_values(g, gs, p.out_w, p0, count, grad_tile.get());
             g = grad_tile.get();
           }
-          const S* points = static_cast<const S*>(grid.data) + n * grid.strides[0];
-          if (dense_grid) {
-            points += G * p0;
-          } else {
-            interleaved_points<G>(points, grid.strides, p.out_w, p0, count, tile_points.get());
-            points = tile_points.get();
-          }
+          const S* points = run_points<G>(grid, p.out_w, n, p0, count, dense_grid, tile_points.get());
           plan.fused(src, n, p0, count, points, g,
                      static_cast<const S*>(input.data) + n * input.strides[0], a, want_dx, plan.need_values, sums,
                      tile->mult);

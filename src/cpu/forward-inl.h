@@ -56,20 +56,14 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K, G>>();
-    std::unique_ptr<S[]> run_points(fused && !dense_grid ? new S[G * kFusedRun] : nullptr);
+    std::unique_ptr<S[]> points_copy(fused && !dense_grid ? new S[G * kFusedRun] : nullptr);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < p.n * runs; ++task) {
       const int64_t n = task / runs;
       const int64_t p0 = (task % runs) * run;
       if (fused) {
         const int64_t count = std::min<int64_t>(run, pixels - p0);
-        const S* points = static_cast<const S*>(grid.data) + n * grid.strides[0];
-        if (dense_grid) {
-          points += G * p0;
-        } else {
-          interleaved_points<G>(points, grid.strides, p.out_w, p0, count, run_points.get());
-          points = run_points.get();
-        }
+        const S* points = run_points<G>(grid, p.out_w, n, p0, count, dense_grid, points_copy.get());
         plan.fused(src, n, p0, count, points, in + n * is[0], out + n * os[0]);
         continue;
       }

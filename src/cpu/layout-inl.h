@@ -305,6 +305,18 @@ inline void interleaved_points(const S* from, const Shape4& s, int64_t width, in
   }
 }
 
+// The grid points of output pixels [p0, p0 + count) of image n, G values
+// each in pixel order, as fused tiles read them: in place where the grid is
+// dense, else copied into `buffer` (G * count elements).
+template <int G, class S>
+inline const S* run_points(const TensorView& grid, int64_t out_w, int64_t n, int64_t p0, int64_t count, bool dense,
+                           S* buffer) {
+  const S* image = static_cast<const S*>(grid.data) + n * grid.strides[0];
+  if (dense) return image + G * p0;
+  interleaved_points<G>(image, grid.strides, out_w, p0, count, buffer);
+  return buffer;
+}
+
 // Channels-last moves of one pixel: `rows` (at most L) contiguous values at
 // px to and from a slot of L lanes (zero from `rows` on). R is the row count
 // when known at compile time, else 0. with_rows calls f with the common
