@@ -19,14 +19,12 @@
 // target. Window reads (window_values) take the same tap values from plain
 // loads instead of gathers where the pixels sit close together. The
 // drivers (forward-inl.h, backward-inl.h) call one per tile in place of the
-// builder and the microkernel when the plan has one (dense
-// float or double planes of one channel, bilinear or trilinear, or nearest
-// in the forward) and the
-// forward's output is dense; the drivers hand a tile its pixels' grid points
-// and grad values in order (in place, or a copy of a strided grid's or
-// grad's).
-// Everything around the tile (tasks, accumulators, dgrid stores, fixed-order
-// sums) is the drivers' as before.
+// builder and the microkernel when the plan has one (dense float or double
+// planes of one channel, bilinear or trilinear, or nearest in the forward)
+// and, in the forward, the output is dense. They hand a tile its pixels'
+// grid points and grad values in pixel order: in place, or copied from a
+// strided grid or grad. Everything around the tile (tasks, accumulators,
+// dgrid stores, fixed-order sums) is the drivers'.
 
 // Target-independent includes (normal include guards).
 #include <algorithm>
