@@ -351,7 +351,7 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
 // multiply-adds (as forward_channel). kNearest: the nearest tap alone, 0 + w * value with
 // w = 1 where it is valid, one gather per vector.
 template <class T, Padding P, bool kAlign, int G, bool kNearest = false>
-void forward_fused(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* points, const void* input,
+void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, const void* points, const void* input,
                    void* output) {
   namespace hn = hwy::HWY_NAMESPACE;
   using D = hn::ScalableTag<T>;
