@@ -81,7 +81,7 @@ struct ForwardPlan {
   BuildTileFn build = nullptr;
   // Set where fused tiles apply to the shape (one dense channel plane or
   // volume, bilinear or trilinear, float or double); the driver takes it
-  // when the grid and the output are dense too.
+  // when the output is dense too (a strided grid is copied a run at a time).
   FusedForwardFn fused = nullptr;
   // Whether the fused tiles may read windows instead of gathering
   // (window_reads_pay(): the CPU decides; no bit changes).

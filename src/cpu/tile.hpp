@@ -105,13 +105,9 @@ inline TileSource tile_source(const detail::Problem& p, const TensorView& grid, 
 // [p0, p0 + count) of image n. One call per tile, never per pixel.
 using BuildTileFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, void* tile);
 
-// Whether a grid-shaped tensor (N, Hout, Wout, 2), the grid or dgrid, is
-// dense within an image: its pixels are then consecutive (x, y) pairs.
-inline bool dense_pairs(const Shape4& strides, int64_t out_w) {
-  return strides[3] == 1 && strides[2] == 2 && strides[1] == 2 * out_w;
-}
-
-// The same for G components per pixel ((x, y) or (x, y, z)).
+// Whether a grid-shaped tensor (N, Hout, Wout, G), the grid or dgrid, is
+// dense within an image: its pixels are then consecutive points of G
+// components ((x, y) or (x, y, z)).
 template <int G>
 inline bool dense_points(const Shape4& strides, int64_t out_w) {
   return strides[3] == 1 && strides[2] == G && strides[1] == G * out_w;
