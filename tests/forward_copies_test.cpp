@@ -19,6 +19,7 @@
 #include "cpu/dispatch.hpp"
 #include "cpu/plan.hpp"
 #include "cpu/volume_call.hpp"
+#include "hwy/targets.h"
 
 namespace gstest {
 namespace {
@@ -221,10 +222,11 @@ TEST(ForwardCopies, PlannerSharesCopiesOnlyWherePrivateOnesCostMore) {
   EXPECT_EQ(plan_forward(dense(1, 1, 1024, DType::kFloat32, 2)).lanes, 1);
 }
 
-// Forwards of 2 to 7 channels that read each input pixel about once or less
-// (downsampling by 2 or more) sample the planes directly where the CPU's
-// gathers are cheap (planar_downsampling_pays()); the others keep their
-// copies. Either way the bits are the same (above).
+// Where the CPU's gathers are cheap (planar_downsampling_pays()), forwards
+// sample the planes directly: of 2 to 7 channels that read each input pixel
+// about once or less (downsampling by 2 or more), and through fused tiles
+// of 2 channels, or of 3 or 4 with at most half a plane of output pixels.
+// The others keep their copies. Either way the bits are the same (above).
 TEST(ForwardCopies, PlannerSamplesPlanesForDownsamplingWhereGathersAreCheap) {
   using gs::cpu::plan_forward;
   auto resize = [](int64_t c, int64_t side, int64_t out_side, Interpolation mode) {
@@ -237,10 +239,20 @@ TEST(ForwardCopies, PlannerSamplesPlanesForDownsamplingWhereGathersAreCheap) {
   EXPECT_EQ(plan_forward(resize(3, 512, 256, Interpolation::kBilinear)).lanes, downsampling);
   EXPECT_EQ(plan_forward(resize(2, 1024, 256, Interpolation::kBicubic)).lanes, downsampling);  // 16 taps x 1/16
   EXPECT_EQ(plan_forward(resize(7, 512, 128, Interpolation::kNearest)).lanes, downsampling);
-  // Each input pixel read more than once: 16 taps at a quarter, 4 taps at half the plane.
-  EXPECT_EQ(plan_forward(resize(3, 512, 256, Interpolation::kBicubic)).lanes, gs::cpu::kNarrowLanes);
-  EXPECT_EQ(plan_forward(resize(3, 512, 362, Interpolation::kBilinear)).lanes, gs::cpu::kNarrowLanes);
+  // Each input pixel read more than once, 16 taps at a quarter and 4 taps
+  // at half the plane: fused tiles, which take 3 or 4 channels up to half a
+  // plane of output pixels, and 2 channels at any size.
+  EXPECT_EQ(plan_forward(resize(3, 512, 256, Interpolation::kBicubic)).lanes, downsampling);
+  EXPECT_EQ(plan_forward(resize(4, 512, 362, Interpolation::kBilinear)).lanes, downsampling);
+  EXPECT_EQ(plan_forward(resize(2, 64, 128, Interpolation::kBilinear)).lanes, downsampling);
+  EXPECT_EQ(plan_forward(resize(3, 512, 363, Interpolation::kBilinear)).lanes, gs::cpu::kNarrowLanes);
   EXPECT_EQ(plan_forward(resize(3, 512, 512, Interpolation::kNearest)).lanes, gs::cpu::kNarrowLanes);
+  EXPECT_EQ(plan_forward(resize(4, 64, 64, Interpolation::kBicubic)).lanes, gs::cpu::kNarrowLanes);
+  // Fused tiles wherever they sample the planes (5 to 7 channels use the
+  // builders' tiles).
+  EXPECT_EQ(plan_forward(resize(3, 512, 256, Interpolation::kBilinear)).fused != nullptr,
+            gs::cpu::planar_downsampling_pays() && gs::cpu::current_target() != HWY_SCALAR);
+  EXPECT_EQ(plan_forward(resize(7, 512, 128, Interpolation::kNearest)).fused, nullptr);
   // Full blocks keep their copies, and so does channels-last input.
   EXPECT_EQ(plan_forward(resize(16, 512, 256, Interpolation::kBilinear)).lanes, gs::cpu::kLanes);
   gs::detail::Problem last = resize(3, 512, 256, Interpolation::kBilinear);

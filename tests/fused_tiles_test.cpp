@@ -13,8 +13,10 @@
 // ones' bits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -369,6 +371,107 @@ INSTANTIATE_TEST_SUITE_P(All, FusedVolumeTiles,
                                             ::testing::Values(DType::kFloat32, DType::kFloat64)),
                          name);
 
+// Several channels: a fused forward tile reads each vector's stencil once
+// for all of its channels' planes. Same bits as the builders and planar
+// microkernels and as the channel-minor blocks, with input and output
+// planes a channel slice of a larger tensor (planes dense, channels and
+// images further apart than a plane).
+Tensor channel_slice(const Tensor& dense) {
+  const Shape4 shape = dense.shape();
+  const int64_t plane = shape[2] * shape[3];
+  const Shape4 strides{(shape[1] + 3) * plane, plane, shape[3], 1};
+  Tensor slice;
+  static_cast<gs::host::Tensor&>(slice) =
+      gs::host::Tensor(dense.dtype(), shape, strides, 2 * plane, std::max<int64_t>(strides[0] * shape[0], 1));
+  for (int64_t n = 0; n < shape[0]; ++n) {
+    for (int64_t c = 0; c < shape[1]; ++c) {
+      for (int64_t h = 0; h < shape[2]; ++h) {
+        for (int64_t w = 0; w < shape[3]; ++w) slice.set(n, c, h, w, dense.get(n, c, h, w));
+      }
+    }
+  }
+  return slice;
+}
+
+// The forward of p (input `input`) into `out`, planned with `copies`; with
+// `fused` false the planner's fused tiles are dropped, with `windows` their
+// window reads are on whatever the CPU.
+void forward_into(const Problem& p, const Tensor& input, gs::cpu::ForwardCopies copies, bool fused, bool windows,
+                  int threads, Tensor* out) {
+  Options opt = p.options;
+  opt.num_threads = threads;
+  gs::detail::Problem fp;
+  const gs::Status s = gs::detail::validate_forward(input.view(), p.grid.view(), out->mutable_view(), opt, &fp);
+  EXPECT_TRUE(s.ok()) << s.message();
+  gs::cpu::ForwardPlan plan = gs::cpu::plan_forward(fp, copies);
+  if (!fused) plan.fused = nullptr;
+  plan.window_reads = windows;
+  gs::cpu::run_forward(plan, input.view(), p.grid.view(), out->mutable_view());
+}
+
+TEST(FusedChannels, ForwardGivesThePlanarAndBlockBits) {
+  const Dims shapes[] = {
+      {3, 2, 1, 1, 2, 3},       // 1-pixel planes
+      {2, 3, 1, 2, 3, 5},       // 2-pixel planes
+      {4, 4, 19, 23, 17, 21},   // several tiles and a partial one
+      {16, 3, 32, 48, 7, 7},    // correlation windows (window reads)
+      {1, 2, 70, 80, 40, 41},   // one image, several runs of tiles
+  };
+  const int64_t targets = gs::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    const bool vector_target = gs::cpu::current_target() != HWY_SCALAR;
+    uint64_t seed = 300;
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
+      for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+        for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+          if (mode == Interpolation::kBicubic && dtype != DType::kFloat32) continue;
+          const Options opt{mode, pad, (seed & 1) != 0};
+          for (const Dims& d : shapes) {
+            // range 0: affine grids.
+            for (double range : {0.0, 1.2, 40.0}) {
+              Problem p = Problem::random(d, dtype, opt, seed++, range == 0.0 ? 1.0 : range);
+              if (range == 0.0) make_affine(&p);
+              if (range == 1.2) add_specials(&p);
+              const Shape4 out_shape{d.n, d.c, d.out_h, d.out_w};
+              const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
+                                       std::string(gs::to_string(dtype)) + " " + to_string(d) + " range " +
+                                       std::to_string(range);
+              Tensor want(dtype, out_shape), blocks(dtype, out_shape);
+              forward_into(p, p.input, gs::cpu::ForwardCopies::kNone, false, false, 2, &want);
+              forward_into(p, p.input, gs::cpu::ForwardCopies::kPerThread, false, false, 2, &blocks);
+              EXPECT_EQ(blocks.storage(), want.storage()) << what << " blocks";
+              const Tensor input = channel_slice(p.input);
+              // Window reads on 2 threads, gathers on 3.
+              for (int threads : {2, 3}) {
+                Tensor got = channel_slice(Tensor(dtype, out_shape));
+                forward_into(p, input, gs::cpu::ForwardCopies::kNone, true, threads == 2, threads, &got);
+                Tensor dense_got(dtype, out_shape);
+                for (int64_t n = 0; n < d.n; ++n) {
+                  for (int64_t c = 0; c < d.c; ++c) {
+                    for (int64_t h = 0; h < d.out_h; ++h) {
+                      for (int64_t w = 0; w < d.out_w; ++w) dense_got.set(n, c, h, w, got.get(n, c, h, w));
+                    }
+                  }
+                }
+                EXPECT_EQ(dense_got.storage(), want.storage()) << what << " fused, " << threads << " threads";
+              }
+              // The planar plan takes fused tiles for these channel counts.
+              gs::detail::Problem fp;
+              Tensor out(dtype, out_shape);
+              ASSERT_TRUE(gs::detail::validate_forward(input.view(), p.grid.view(), out.mutable_view(), opt, &fp).ok());
+              EXPECT_EQ(gs::cpu::plan_forward(fp, gs::cpu::ForwardCopies::kNone).fused != nullptr, vector_target)
+                  << what;
+            }
+          }
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
+
 // A dense problem of c channels, as the planner sees it.
 gs::detail::Problem dense(int64_t c, DType dtype, Interpolation mode, bool volume = false) {
   gs::detail::Problem p;
@@ -400,8 +503,22 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
             pay && vector_target);
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBilinear)).window_reads,
             pay && vector_target);
-  EXPECT_FALSE(gs::cpu::plan_forward(dense(2, DType::kFloat32, Interpolation::kBilinear)).window_reads);
-  // Not for 16-bit storage, other modes, several channels or strided planes.
+  EXPECT_FALSE(gs::cpu::plan_forward(dense(gs::cpu::kMaxFusedForwardChannels + 1, DType::kFloat32,
+                                           Interpolation::kBilinear),
+                                     gs::cpu::ForwardCopies::kNone)
+                   .window_reads);
+  // Planar forwards' tiles take up to kMaxFusedForwardChannels channels
+  // (whether a plan samples planes is forward_copies_test's), the
+  // backward's one.
+  for (int64_t c = 2; c <= gs::cpu::kMaxFusedForwardChannels + 1; ++c) {
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
+      const gs::cpu::ForwardPlan planar = gs::cpu::plan_forward(dense(c, DType::kFloat32, mode),
+                                                                gs::cpu::ForwardCopies::kNone);
+      EXPECT_EQ(planar.fused != nullptr, c <= gs::cpu::kMaxFusedForwardChannels && vector_target) << c;
+    }
+  }
+  // Not for 16-bit storage, other modes, several channels backward or
+  // strided planes.
   EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat16, Interpolation::kBilinear)).fused, nullptr);
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kBFloat16, Interpolation::kBilinear)).fused, nullptr);
   // Bicubic: float images alone.

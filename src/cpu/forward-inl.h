@@ -44,9 +44,10 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   const Shape4& os = output.strides;
   TileSource src = tile_source(p, grid, os, is, /*derivatives=*/false, /*wide_indices=*/false);
   src.window_reads = plan.window_reads;
-  // One channel plane or volume through fused tiles (plan.hpp) when the
-  // output is dense as well, in runs of kFusedRun pixels. (Each output value
-  // depends on its pixel alone: the split changes no bits.) A grid of other
+  // Few channels through fused tiles (plan.hpp) when the output's planes
+  // are dense as well, in runs of kFusedRun pixels, each run's stencils
+  // serving all channels. (Each output value depends on its pixel alone:
+  // the split changes no bits.) A grid of other
   // strides (permuted from (N, G, H, W)) is copied a run at a time into
   // the dense points the tiles read.
   const bool fused = plan.fused != nullptr && os[3] == 1 && os[2] == p.out_w;
@@ -64,7 +65,7 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
       if (fused) {
         const int64_t count = std::min<int64_t>(run, pixels - p0);
         const S* points = run_points<G>(grid, p.out_w, n, p0, count, dense_grid, points_copy.get());
-        plan.fused(src, n, p0, count, points, in + n * is[0], out + n * os[0]);
+        plan.fused(src, n, p0, count, p.c, points, in + n * is[0], out + n * os[0]);
         continue;
       }
       plan.build(src, n, p0, std::min<int64_t>(kTile, pixels - p0), tile.get());

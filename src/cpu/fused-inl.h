@@ -296,21 +296,18 @@ class WindowBackoff {
 };
 
 // The taps' values (0 where invalid) in one plane, for the first `live`
-// lanes (the rest are a partial vector's padding): from windows where the
-// backoff says to try them and they cover the vector; else each row's two
-// taps as a pair for float planes of two pixels or more, one gather per tap
-// otherwise.
+// lanes (the rest are a partial vector's padding): from windows if `windows`
+// and they cover the vector; else each row's two taps as a pair for float
+// planes of two pixels or more, one gather per tap otherwise. Returns
+// whether the windows covered it (which depends on the stencil alone, not
+// on the plane).
 template <class D, int K, int G, class T>
-HWY_INLINE void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const T* __restrict ip, int64_t plane,
-                             int64_t in_w, int64_t in_hw, WindowBackoff* windows, hwy::HWY_NAMESPACE::Vec<D> v[K]) {
+HWY_INLINE bool stencil_values(D d, const LinearLanes<D, K, G>& t, int live, const T* __restrict ip, int64_t plane,
+                               int64_t in_w, int64_t in_hw, bool windows, hwy::HWY_NAMESPACE::Vec<D> v[K]) {
   namespace hn = hwy::HWY_NAMESPACE;
 #ifdef GRIDSAMPLER_WINDOW_READS
   if constexpr (K == 4 && kWindowReads<T>) {
-    if (windows->attempt()) {
-      const bool covered = window_values(d, t, live, ip, plane, in_w, v);
-      windows->result(covered);
-      if (covered) return;
-    }
+    if (windows && window_values(d, t, live, ip, plane, in_w, v)) return true;
   }
 #else
   (void)live;
@@ -323,7 +320,7 @@ HWY_INLINE void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const
         pair_lanes(di, linear_tap_index(di, t.base, k, in_w, in_hw), linear_tap_index(di, t.base, k + 1, in_w, in_hw),
                    hn::RebindMask(di, t.valid[k]), hn::RebindMask(di, t.valid[k + 1]), ip, plane, &v[k], &v[k + 1]);
       }
-      return;
+      return false;
     }
   }
   for (int k = 0; k < K; ++k) {
@@ -331,6 +328,17 @@ HWY_INLINE void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const
     const auto index = hn::IfThenElseZero(valid, linear_tap_index(di, t.base, k, in_w, in_hw));
     v[k] = hn::IfThenElseZero(t.valid[k], hn::GatherIndex(d, ip, index));
   }
+  return false;
+}
+
+// stencil_values as the backoff says: windows tried where it asks for them,
+// and their outcome reported.
+template <class D, int K, int G, class T>
+HWY_INLINE void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const T* __restrict ip, int64_t plane,
+                             int64_t in_w, int64_t in_hw, WindowBackoff* windows, hwy::HWY_NAMESPACE::Vec<D> v[K]) {
+  const bool attempt = windows->attempt();
+  const bool covered = stencil_values(d, t, live, ip, plane, in_w, in_hw, attempt, v);
+  if (attempt) windows->result(covered);
 }
 
 // Stores the first `count` lanes of v at out.
@@ -346,13 +354,14 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
   std::copy(tail, tail + count, out);
 }
 
-// The forward of output pixels [p0, p0 + count) of image (volume) n in one
-// channel: op[p0 + i] = sum over taps of w * value, in tap order from 0, as
-// multiply-adds (as forward_channel). kNearest: the nearest tap alone, 0 + w * value with
-// w = 1 where it is valid, one gather per vector.
+// The forward of output pixels [p0, p0 + count) of image (volume) n in
+// `channels` channels: op[p0 + i] = sum over taps of w * value, in tap order
+// from 0, as multiply-adds (as forward_channel), each vector's stencil
+// computed once for all channels. kNearest: the nearest tap alone, 0 + w *
+// value with w = 1 where it is valid, one gather per vector and channel.
 template <class T, Padding P, bool kAlign, int G, bool kNearest = false>
-void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, const void* points, const void* input,
-                   void* output) {
+void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, int64_t channels, const void* points,
+                   const void* input, void* output) {
   namespace hn = hwy::HWY_NAMESPACE;
   using D = hn::ScalableTag<T>;
   const D d;
@@ -360,6 +369,7 @@ void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, co
   const T* g = static_cast<const T*>(points);
   const T* ip = static_cast<const T*>(input);
   T* op = static_cast<T*>(output) + p0;
+  const int64_t in_channel = src.in_strides[1], out_channel = src.out_strides[1];
   const int64_t in_hw = src.in_h * src.in_w, plane = src.in_d * in_hw;
   const FusedStencil<P, kAlign, D, G> stencil(d, src);
   constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
@@ -372,17 +382,27 @@ void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, co
       hn::Vec<D> x[G];
       stencil.template padded<false>(g, i, c, mult, x);
       const auto t = nearest(x);
-      // 0 + 1 * value where valid (the tile path's sum), which is value + 0:
-      // -0 becomes +0, and NaN stays NaN.
-      const auto v = hn::Add(hn::GatherIndex(d, ip, t.index), hn::Zero(d));
-      store_lanes_n(d, hn::IfThenElseZero(t.valid, v), c - i, op + i);
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        // 0 + 1 * value where valid (the tile path's sum), which is value +
+        // 0: -0 becomes +0, and NaN stays NaN.
+        const auto v = hn::Add(hn::GatherIndex(d, ip + ch * in_channel, t.index), hn::Zero(d));
+        store_lanes_n(d, hn::IfThenElseZero(t.valid, v), c - i, op + ch * out_channel + i);
+      }
     } else {
-      hn::Vec<D> v[K];
       const auto t = stencil.template operator()<false>(g, i, c, mult);
-      fused_values(d, t, std::min(lanes, c - i), ip, plane, src.in_w, in_hw, &windows, v);
-      auto acc = hn::Zero(d);
-      for (int k = 0; k < K; ++k) acc = hn::MulAdd(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k], acc);
-      store_lanes_n(d, acc, c - i, op + i);
+      const int live = std::min(lanes, c - i);
+      // Windows cover a vector in every plane or in none: the first
+      // channel's try decides for all.
+      const bool attempt = windows.attempt();
+      bool covered = attempt;
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        hn::Vec<D> v[K];
+        covered = stencil_values(d, t, live, ip + ch * in_channel, plane, src.in_w, in_hw, covered, v);
+        if (ch == 0 && attempt) windows.result(covered);
+        auto acc = hn::Zero(d);
+        for (int k = 0; k < K; ++k) acc = hn::MulAdd(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k], acc);
+        store_lanes_n(d, acc, c - i, op + ch * out_channel + i);
+      }
     }
   }
 }

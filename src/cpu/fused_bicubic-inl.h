@@ -46,29 +46,37 @@ namespace {
 #if HWY_TARGET != HWY_SCALAR
 
 // Pixels [p0, p0 + count) of image n through a tile: the builder and the
-// planar microkernel, as the unfused forward runs them. Out of line, so that
-// its tile (about 34 KiB) is on the stack only when a vector needs it.
+// planar microkernel, as the unfused forward runs them, for `channels`
+// planes (src.in_strides[1] and src.out_strides[1] apart). Out of line, so
+// that its tile (about 34 KiB) is on the stack only when a vector needs it.
 template <Padding P, bool kAlign>
 HWY_NOINLINE void forward_bicubic_through_tile(const TileSource& src, int64_t n, int64_t p0, int64_t count,
-                                               const float* ip, float* image_out) {
+                                               int64_t channels, const float* ip, float* image_out) {
   Tile<float, 16> tile;
   fill_tile<Interpolation::kBicubic, P, kAlign, /*kStrided=*/false, float>(src, n, p0, count, &tile);
-  forward_channel<true>(tile, ip, src.in_h * src.in_w, image_out);
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    forward_channel<true>(tile, ip + ch * src.in_strides[1], src.in_h * src.in_w,
+                          image_out + ch * src.out_strides[1]);
+  }
 }
 
-// The forward of output pixels [p0, p0 + count) of image n in one channel:
-// `input` is its plane, `output` its output plane (dense).
+// The forward of output pixels [p0, p0 + count) of image n in `channels`
+// channels: `input` is the first one's plane, `output` its output plane
+// (dense), the others src.in_strides[1] and src.out_strides[1] elements
+// apart. Each vector's stencil is computed once; its weights and indices
+// again per channel (a multiply and an add: 16 of each kept for all
+// channels would not stay in registers).
 template <Padding P, bool kAlign>
-void forward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* points,
-                           const void* input, void* output) {
+void forward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int64_t count, int64_t channels,
+                           const void* points, const void* input, void* output) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const int lanes = static_cast<int>(hn::Lanes(d));
   const float* g = static_cast<const float*>(points);
-  const float* ip = static_cast<const float*>(input);
+  const float* input_planes = static_cast<const float*>(input);
   float* image_out = static_cast<float*>(output);
-  float* op = image_out + p0;
+  const int64_t in_channel = src.in_strides[1], out_channel = src.out_strides[1];
   const auto width = hn::Set(di, static_cast<int32_t>(src.in_w));
   const int c = static_cast<int>(count);
   for (int i = 0; i < c; i += lanes) {
@@ -78,21 +86,25 @@ void forward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int64_t
     BicubicLanes<hn::ScalableTag<float>> s;
     bicubic_lanes<P, kAlign>(d, gx, gy, src.in_h, src.in_w, /*derivatives=*/false, &s);
     if (!hn::AllFalse(di, s.bad)) {
-      forward_bicubic_through_tile<P, kAlign>(src, n, p0 + i, std::min(lanes, c - i), ip, image_out);
+      forward_bicubic_through_tile<P, kAlign>(src, n, p0 + i, std::min(lanes, c - i), channels, input_planes,
+                                              image_out);
       continue;
     }
-    auto acc = hn::Zero(d);
-    for (int j = 0; j < 4; ++j) {
-      const auto row = hn::Mul(s.ty[j], width);
-      for (int k = 0; k < 4; ++k) {
-        const auto valid = hn::And(s.y_in[j], s.x_in[k]);
-        const auto valid_f = hn::RebindMask(d, valid);
-        const auto w = hn::IfThenElseZero(valid_f, hn::Mul(s.cx[k], s.cy[j]));
-        const auto index = hn::IfThenElseZero(valid, hn::Add(row, s.tx[k]));
-        acc = hn::MulAdd(w, hn::IfThenElseZero(valid_f, hn::GatherIndex(d, ip, index)), acc);
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      const float* ip = input_planes + ch * in_channel;
+      auto acc = hn::Zero(d);
+      for (int j = 0; j < 4; ++j) {
+        const auto row = hn::Mul(s.ty[j], width);
+        for (int k = 0; k < 4; ++k) {
+          const auto valid = hn::And(s.y_in[j], s.x_in[k]);
+          const auto valid_f = hn::RebindMask(d, valid);
+          const auto w = hn::IfThenElseZero(valid_f, hn::Mul(s.cx[k], s.cy[j]));
+          const auto index = hn::IfThenElseZero(valid, hn::Add(row, s.tx[k]));
+          acc = hn::MulAdd(w, hn::IfThenElseZero(valid_f, hn::GatherIndex(d, ip, index)), acc);
+        }
       }
+      store_lanes_n(d, acc, c - i, image_out + ch * out_channel + p0 + i);
     }
-    store_lanes_n(d, acc, c - i, op + i);
   }
 }
 

@@ -43,14 +43,17 @@ using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const T
                             const TensorView& grid, const MutableTensorView& dx,
                             const MutableTensorView& dgrid, void* workspace);
 
-// A fused tile (fused-inl.h): one channel's output pixels [p0, p0 + count)
-// of image (volume) n, from the grid to the plane's values, in place of a
-// builder and a microkernel; the same bits. `points` holds those pixels' grid
-// points in order (G values each), `grad` the backward's grad values;
-// `sums` and `mult` are its T[3][kTile] dgrid sums and coordinate
+// A fused tile (fused-inl.h): output pixels [p0, p0 + count) of image
+// (volume) n, from the grid to the planes' values, in place of a builder and
+// a microkernel; the same bits. `points` holds those pixels' grid points in
+// order (G values each). The forward's tile samples `channels` planes, each
+// stencil reused for all of them: `input` and `output` are the first
+// channel's planes, the others src.in_strides[1] and src.out_strides[1]
+// elements apart. The backward's tile is one channel's: `grad` its grad
+// values, `sums` and `mult` its T[3][kTile] dgrid sums and coordinate
 // multipliers, `acc` where dx adds up.
-using FusedForwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, const void* points,
-                                const void* input, void* output);
+using FusedForwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, int64_t channels,
+                                const void* points, const void* input, void* output);
 using FusedBackwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int count, const void* points,
                                  const void* grad, const void* input, void* acc, bool want_dx, bool want_dgrid,
                                  void* sums, void* mult);
@@ -79,9 +82,10 @@ struct ForwardPlan {
   int64_t copy_stretch = 0;  // input pixels per thread's share of a shared copy
   ForwardFn fn = nullptr;
   BuildTileFn build = nullptr;
-  // Set where fused tiles apply to the shape (one dense channel plane or
-  // volume, bilinear or trilinear, float or double); the driver takes it
-  // when the output is dense too (a strided grid is copied a run at a time).
+  // Set where fused tiles apply to the shape (dense planes of few channels,
+  // or volumes, float or double; plan.cpp says which modes); the driver
+  // takes it when the output's planes are dense too (a strided grid is
+  // copied a run at a time).
   FusedForwardFn fused = nullptr;
   // Whether the fused tiles may read windows instead of gathering
   // (window_reads_pay(): the CPU decides; no bit changes).

@@ -12,6 +12,10 @@ constexpr int kTile = 64;         // output pixels per tile (one builder call)
 // Output pixels per planar forward task when fused tiles (fused-inl.h) run:
 // runs of tiles, for fewer tasks and calls (not measured on its own).
 constexpr int64_t kFusedRun = 16 * kTile;
+// Channels of a planar forward that fused tiles sample together, each
+// vector's stencil serving all of them, at most; more channels take
+// channel-minor blocks.
+constexpr int64_t kMaxFusedForwardChannels = 4;
 // A task's window of input lines that the one before it prefetches
 // (prefetch-inl.h), at most: 8 KiB, a 32 x 32 float image.
 constexpr int64_t kMaxPrefetchLines = 128;
