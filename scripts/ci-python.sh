@@ -117,14 +117,23 @@ fi
 # The package, as a user installs it (isolated build, PyPI build requirements),
 # after the C++ build's own Debian packages (Highway, OpenMP, ...).
 bash scripts/install-deps.sh
-# The tests here exercise the bindings and the torch integration; the SIMD
-# targets are covered by the C++ suite (simd_targets_test). So CI compiles the
-# kernels for one target only, the largest saving in build time; a plain
-# `pip install .` still builds every target with run-time dispatch.
-PY_SIMD_TARGETS=${GRIDSAMPLER_PY_SIMD_TARGETS:-baseline}
-log "pip install . (SIMD targets: $PY_SIMD_TARGETS)"
-pip install -q --force-reinstall --no-deps \
-  --config-settings=cmake.define.GRIDSAMPLER_SIMD_TARGETS="$PY_SIMD_TARGETS" .
+# GRIDSAMPLER_CORE_BUILD (scripts/test.sh sets it to its build folder): the
+# extension links the static library built there, every SIMD target with
+# run-time dispatch, instead of compiling the kernels again. Without it the
+# core is compiled here, for one target only (GRIDSAMPLER_PY_SIMD_TARGETS,
+# default baseline: the tests exercise the bindings and the torch
+# integration, the C++ suite the targets); a plain `pip install .` builds
+# every target.
+if [[ -n "${GRIDSAMPLER_CORE_BUILD:-}" ]]; then
+  log "pip install . (the core from $GRIDSAMPLER_CORE_BUILD)"
+  core=(--config-settings=cmake.define.GRIDSAMPLER_CORE_BUILD="$GRIDSAMPLER_CORE_BUILD")
+else
+  PY_SIMD_TARGETS=${GRIDSAMPLER_PY_SIMD_TARGETS:-baseline}
+  log "pip install . (SIMD targets: $PY_SIMD_TARGETS)"
+  core=(--config-settings=cmake.define.GRIDSAMPLER_SIMD_TARGETS="$PY_SIMD_TARGETS"
+        --config-settings=cmake.define.GRIDSAMPLER_CORE_BUILD=)
+fi
+pip install -q --force-reinstall --no-deps "${core[@]}" .
 "$py" -c 'import gridsampler, gridsampler.torch, torch; print("ci-python: gridsampler", gridsampler.__version__, "with torch", torch.__version__)'
 
 # The tests, against the installed package; torch is required (no skipping).
