@@ -9,8 +9,9 @@
 // pixels, tiny outputs, partial tiles, and an image (a volume) large enough
 // that its pixels are split into chunks; bilinear (trilinear), bicubic
 // (float images) and, for the forward, nearest. Which plans take fused
-// tiles is checked too, and that strided grids and grads give the dense
-// ones' bits.
+// tiles is checked too, that strided grids and grads give the dense ones'
+// bits, and that forward tiles of 2 to 4 channels give the planar and
+// channel-minor paths' bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -82,8 +82,9 @@ const char* target_name(int64_t target);
 //   copying them channel-minor first, on Intel only (the Xeon: 2x and 4x
 //   downsampling 1.08x-1.21x faster; the Zen 4 lost on every planar forward;
 //   docs/performance.md, "Channels-last moves, planar downsampling,
-//   multiply-adds in every forward").
-//   GRIDSAMPLER_PLANAR_DOWNSAMPLING.
+//   multiply-adds in every forward"); so are, on the same CPUs, the fused
+//   tiles of 2 to 4 channels where plan.cpp's fused_planes_pay() says
+//   ("Fused tiles of several channels"). GRIDSAMPLER_PLANAR_DOWNSAMPLING.
 bool window_reads_pay();
 bool planar_downsampling_pays();
 

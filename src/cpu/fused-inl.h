@@ -1,7 +1,8 @@
 // Fused tiles: one channel plane sampled bilinearly (trilinearly for
 // volumes) with each vector of output pixels' stencil kept in registers,
 // from the grid values to the taps' reads, instead of going through a Tile
-// in memory.
+// in memory. The forward's tiles also sample a few planes with each stencil
+// (the planner says when: plan.cpp, fused_planes_pay).
 //
 // Why: with one channel a tile's stencils serve a single plane, so writing
 // them out and reading them back (indices, weights, derivatives, the padded
