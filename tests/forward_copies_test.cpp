@@ -225,8 +225,9 @@ TEST(ForwardCopies, PlannerSharesCopiesOnlyWherePrivateOnesCostMore) {
 // Where the CPU's gathers are cheap (planar_downsampling_pays()), forwards
 // sample the planes directly: of 2 to 7 channels that read each input pixel
 // about once or less (downsampling by 2 or more), and through fused tiles
-// of 2 channels, or of 3 or 4 with at most half a plane of output pixels.
-// The others keep their copies. Either way the bits are the same (above).
+// of 2 channels, of 3 by nearest, or of 3 or 4 with at most half a plane of
+// output pixels. The others keep their copies. Either way the bits are the
+// same (above).
 TEST(ForwardCopies, PlannerSamplesPlanesForDownsamplingWhereGathersAreCheap) {
   using gs::cpu::plan_forward;
   auto resize = [](int64_t c, int64_t side, int64_t out_side, Interpolation mode) {
@@ -245,8 +246,9 @@ TEST(ForwardCopies, PlannerSamplesPlanesForDownsamplingWhereGathersAreCheap) {
   EXPECT_EQ(plan_forward(resize(3, 512, 256, Interpolation::kBicubic)).lanes, downsampling);
   EXPECT_EQ(plan_forward(resize(4, 512, 362, Interpolation::kBilinear)).lanes, downsampling);
   EXPECT_EQ(plan_forward(resize(2, 64, 128, Interpolation::kBilinear)).lanes, downsampling);
+  EXPECT_EQ(plan_forward(resize(3, 512, 512, Interpolation::kNearest)).lanes, downsampling);
   EXPECT_EQ(plan_forward(resize(3, 512, 363, Interpolation::kBilinear)).lanes, gs::cpu::kNarrowLanes);
-  EXPECT_EQ(plan_forward(resize(3, 512, 512, Interpolation::kNearest)).lanes, gs::cpu::kNarrowLanes);
+  EXPECT_EQ(plan_forward(resize(4, 512, 512, Interpolation::kNearest)).lanes, gs::cpu::kNarrowLanes);
   EXPECT_EQ(plan_forward(resize(4, 64, 64, Interpolation::kBicubic)).lanes, gs::cpu::kNarrowLanes);
   // Fused tiles wherever they sample the planes (5 to 7 channels use the
   // builders' tiles).

@@ -123,12 +123,14 @@ bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
 // channels"): two channels always (their 4-lane block is half empty:
 // 1.3x-2.2x); three or four where the output has at most half as many
 // pixels as a plane (downsampling: the block's copy is read about once per
-// pixel, 1.2x-1.8x), and three in volumes (1.2x). Three or four channels
-// sampled at full size or more from small images stay in blocks (a
-// CIFAR-sized STN ran 0.73x fused, four channels 0.62x).
+// pixel, 1.2x-1.8x), and three in volumes (1.2x) or by nearest (one tap:
+// 1.1x-1.4x). Other forwards of three or four channels at full size or more
+// stay in blocks (a CIFAR-sized STN ran 0.73x fused; four channels 0.62x,
+// by nearest 0.80x).
 bool fused_planes_pay(const Problem& p) {
   if (!planar_downsampling_pays() || p.c < 2 || p.c > kMaxFusedForwardChannels) return false;
-  return p.c == 2 || out_pixels(p) <= in_plane(p) / 2 || (p.volume && p.c == 3);
+  const bool nearest = p.options.interpolation == Interpolation::kNearest;
+  return p.c == 2 || out_pixels(p) <= in_plane(p) / 2 || (p.c == 3 && (p.volume || nearest));
 }
 
 // The table entry of a problem's padding and align_corners.
