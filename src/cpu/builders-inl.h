@@ -588,21 +588,21 @@ HWY_INLINE void grid_points(const S* gr, const Shape4& gs, int64_t out_w, int64_
     }
     return;
   }
-  int64_t h = p0 / out_w, w = p0 % out_w;
-  for (int64_t i = 0; i < count; w = 0, ++h) {
-    const int64_t len = std::min(count - i, out_w - w);
-    const S* row = gr + h * gs[1] + w * gs[2];
+  // (Strides as locals: stores through `out` could otherwise change them as
+  // far as the lambda knows.)
+  const int64_t row_stride = gs[1], col_stride = gs[2], component = gs[3];
+  for_each_row_run(out_w, p0, p0 + count, [&](int64_t q, int64_t len, int64_t h, int64_t w) {
+    const S* row = gr + h * row_stride + w * col_stride;
     for (int c = 0; c < G; ++c) {
-      const S* from = row + c * gs[3];
-      T* to = out[c] + i;
-      if (gs[2] == 1) {
+      const S* __restrict from = row + c * component;
+      T* __restrict to = out[c] + (q - p0);
+      if (col_stride == 1) {
         for (int64_t j = 0; j < len; ++j) to[j] = load(from[j]);
       } else {
-        for (int64_t j = 0; j < len; ++j) to[j] = load(from[j * gs[2]]);
+        for (int64_t j = 0; j < len; ++j) to[j] = load(from[j * col_stride]);
       }
     }
-    i += len;
-  }
+  });
 }
 
 template <Interpolation M, Padding P, bool kAlign, bool kStrided, class S, class T, int K>

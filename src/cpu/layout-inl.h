@@ -266,7 +266,14 @@ inline void for_each_pixel(int64_t width, int64_t q0, int64_t q1, F&& f) {
 // strided plane (any strides, zero included) in pixel order.
 template <class S>
 inline void pixel_values(const S* from, const Shape4& s, int64_t width, int64_t p0, int count, S* __restrict to) {
-  for_each_pixel(width, p0, p0 + count, [&](int64_t q, int64_t y, int64_t x) { to[q - p0] = from[y * s[2] + x * s[3]]; });
+  // (Strides as locals: a store through `to` could otherwise change them
+  // as far as the lambda knows, and each would be reloaded per element.)
+  const int64_t row_stride = s[2], col_stride = s[3];
+  for_each_row_run(width, p0, p0 + count, [&](int64_t q, int64_t m, int64_t y, int64_t x) {
+    const S* __restrict row = from + y * row_stride + x * col_stride;
+    S* __restrict run = to + (q - p0);
+    for (int64_t j = 0; j < m; ++j) run[j] = row[j * col_stride];
+  });
 }
 
 // to[G * i + c] = component c of the grid point of output pixel p0 + i,
@@ -277,10 +284,11 @@ inline void pixel_values(const S* from, const Shape4& s, int64_t width, int64_t 
 template <int G, class S>
 inline void interleaved_points(const S* from, const Shape4& s, int64_t width, int64_t p0, int64_t count,
                                S* __restrict to) {
-  int64_t h = p0 / width, w = p0 % width;
-  for (int64_t i = 0; i < count; w = 0, ++h) {
-    const int64_t len = std::min(count - i, width - w);
-    const S* row = from + h * s[1] + w * s[2];
+  // (Strides as locals, as in pixel_values.)
+  const int64_t row_stride = s[1], col_stride = s[2], component = s[3];
+  for_each_row_run(width, p0, p0 + count, [&](int64_t q, int64_t len, int64_t h, int64_t w) {
+    const S* __restrict row = from + h * row_stride + w * col_stride;
+    S* __restrict out = to + G * (q - p0);
     int64_t j = 0;
     // G contiguous runs: whole vectors through an interleaving store (for
     // float and double, the types fused tiles read).
@@ -288,21 +296,22 @@ inline void interleaved_points(const S* from, const Shape4& s, int64_t width, in
       namespace hn = hwy::HWY_NAMESPACE;
       const hn::ScalableTag<S> d;
       const auto lanes = static_cast<int64_t>(hn::Lanes(d));
-      for (; s[2] == 1 && j + lanes <= len; j += lanes) {
-        if constexpr (G == 2) {
-          hn::StoreInterleaved2(hn::LoadU(d, row + j), hn::LoadU(d, row + s[3] + j), d, to + 2 * (i + j));
-        } else {
-          static_assert(G == 3);
-          hn::StoreInterleaved3(hn::LoadU(d, row + j), hn::LoadU(d, row + s[3] + j),
-                                hn::LoadU(d, row + 2 * s[3] + j), d, to + 3 * (i + j));
+      if (col_stride == 1) {
+        for (; j + lanes <= len; j += lanes) {
+          if constexpr (G == 2) {
+            hn::StoreInterleaved2(hn::LoadU(d, row + j), hn::LoadU(d, row + component + j), d, out + 2 * j);
+          } else {
+            static_assert(G == 3);
+            hn::StoreInterleaved3(hn::LoadU(d, row + j), hn::LoadU(d, row + component + j),
+                                  hn::LoadU(d, row + 2 * component + j), d, out + 3 * j);
+          }
         }
       }
     }
     for (; j < len; ++j) {
-      for (int c = 0; c < G; ++c) to[G * (i + j) + c] = row[j * s[2] + c * s[3]];
+      for (int c = 0; c < G; ++c) out[G * j + c] = row[j * col_stride + c * component];
     }
-    i += len;
-  }
+  });
 }
 
 // The grid points of output pixels [p0, p0 + count) of image n, G values
@@ -410,17 +419,6 @@ inline void lanes_to_packed(const T* __restrict src, int64_t n, T* __restrict ds
     }
   }
   for (; q < n; ++q) lanes_to_pixel<R>(src + q * 4, R, dst + q * R);
-}
-
-// Calls f(q, m, y, x) for the runs of pixels [q, q + m) in [q0, q1) that lie
-// in one image row (y, from x).
-template <class F>
-inline void for_each_row_run(int64_t width, int64_t q0, int64_t q1, F&& f) {
-  for (int64_t q = q0; q < q1;) {
-    const int64_t y = q / width, x = q % width, m = std::min(q1 - q, width - x);
-    f(q, m, y, x);
-    q += m;
-  }
 }
 
 // Copies pixels [q0, q1) of the input channels [s0, s1) (at most L) of

@@ -16,12 +16,14 @@
 // branches, and no value from outside leaks in through a zero weight.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "core/validate.hpp"
 #include "cpu/tuning.hpp"
 #include "gridsampler/gridsampler.hpp"
+#include "hwy/base.h"
 
 namespace gridsampler::cpu {
 
@@ -111,6 +113,22 @@ using BuildTileFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64
 template <int G>
 inline bool dense_points(const Shape4& strides, int64_t out_w) {
   return strides[3] == 1 && strides[2] == G && strides[1] == G * out_w;
+}
+
+// Calls f(q, m, y, x) for the runs of pixels [q, q + m) in [q0, q1) that lie
+// in one image row (y, from x) of an image `width` pixels wide. Tensors of
+// other strides (planes copied channel-minor, a grid permuted from
+// (N, G, H, W), a grad broadcast over the output) are walked this way, a row
+// segment at a time rather than a pixel at a time. Always inlined: this
+// header is compiled for no SIMD target, and without it f, which is, could
+// not be inlined into it (a call per run instead).
+template <class F>
+HWY_INLINE void for_each_row_run(int64_t width, int64_t q0, int64_t q1, F&& f) {
+  for (int64_t q = q0; q < q1;) {
+    const int64_t y = q / width, x = q % width, m = std::min(q1 - q, width - x);
+    f(q, m, y, x);
+    q += m;
+  }
 }
 
 }  // namespace gridsampler::cpu
