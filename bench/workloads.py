@@ -55,6 +55,9 @@ WORKLOADS = [
     Workload("voxelmorph_256", "VoxelMorph 2-D SpatialTransformer: a batch of grey 256x256 scans warped by a "
              "smooth field (its defaults: zeros padding, align_corners=True)", (8, 1, 256, 256, 256, 256),
              "smooth", align_corners=True),
+    Workload("vecint_2d", "VoxelMorph's diffeomorphic integration (VecInt, scaling and squaring): a 2-channel "
+             "velocity field warped by itself, 7 times per step, through the same SpatialTransformer (zeros, "
+             "align_corners=True)", (8, 2, 256, 256, 256, 256), "smooth", align_corners=True),
     Workload("elastic_rgb_1024", "elastic-deformation augmentation of a 1-megapixel RGB photo",
              (1, 3, 1024, 1024, 1024, 1024), "smooth", padding="border"),
     # -- Many tiny images.
@@ -296,6 +299,9 @@ VOLUME_WORKLOADS = [
                    "grey 128^3 volume warped by a smooth displacement (identity plus a (1, 3, 8, 8, 8) normal "
                    "field x 0.05 upsampled trilinearly)", (1, 1, 128, 128, 128, 128, 128, 128), "smooth",
                    padding="border", align_corners=True),
+    VolumeWorkload("vecint_volume", "VoxelMorph's 3-D diffeomorphic integration (VecInt, scaling and squaring "
+                   "at half resolution): a 3-channel velocity field warped by itself (zeros, align_corners=True)",
+                   (1, 3, 80, 96, 112, 80, 96, 112), "smooth", align_corners=True),
     VolumeWorkload("features_16ch", "volumetric feature warping (3-D U-Net / video feature alignment): "
                    "16 channels, 64^3, zeros padding", (2, 16, 64, 64, 64, 64, 64, 64), "smooth"),
     VolumeWorkload("labels_nearest", "label-map warping with nearest (segmentation augmentation)",
