@@ -47,9 +47,9 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   // Few channels through fused tiles (plan.hpp) when the output's planes
   // are dense as well, in runs of kFusedRun pixels, each run's stencils
   // serving all channels. (Each output value depends on its pixel alone:
-  // the split changes no bits.) A grid of other
-  // strides (permuted from (N, G, H, W)) is copied a run at a time into
-  // the dense points the tiles read.
+  // the split changes no bits.) A grid of other strides (permuted from
+  // (N, G, H, W)) is copied a run at a time into the dense points the
+  // tiles read.
   const bool fused = plan.fused != nullptr && os[3] == 1 && os[2] == p.out_w;
   const bool dense_grid = dense_points<G>(grid.strides, p.out_w);
   const int64_t run = fused ? kFusedRun : kTile;

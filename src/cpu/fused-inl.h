@@ -21,8 +21,9 @@
 // loads instead of gathers where the pixels sit close together. The
 // drivers (forward-inl.h, backward-inl.h) call one per tile in place of the
 // builder and the microkernel when the plan has one (dense float or double
-// planes of one channel, bilinear or trilinear, or nearest in the forward)
-// and, in the forward, the output is dense. They hand a tile its pixels'
+// planes, bilinear or trilinear, or nearest in the forward: one channel, or
+// in the forward up to kMaxFusedForwardChannels) and, in the forward, the
+// output is dense. They hand a tile its pixels'
 // grid points and grad values in pixel order: in place, or copied from a
 // strided grid or grad. Everything around the tile (tasks, accumulators,
 // dgrid stores, fixed-order sums) is the drivers'.

@@ -82,10 +82,10 @@ struct ForwardPlan {
   int64_t copy_stretch = 0;  // input pixels per thread's share of a shared copy
   ForwardFn fn = nullptr;
   BuildTileFn build = nullptr;
-  // Set where fused tiles apply to the shape (dense planes of few channels,
-  // or volumes, float or double; plan.cpp says which modes); the driver
-  // takes it when the output's planes are dense too (a strided grid is
-  // copied a run at a time).
+  // Set where fused tiles apply to the shape (dense float or double planes
+  // of images or volumes, up to kMaxFusedForwardChannels of them; plan.cpp
+  // says which modes); the driver takes it when the output's planes are
+  // dense too (a strided grid is copied a run at a time).
   FusedForwardFn fused = nullptr;
   // Whether the fused tiles may read windows instead of gathering
   // (window_reads_pay(): the CPU decides; no bit changes).
