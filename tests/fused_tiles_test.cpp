@@ -10,8 +10,9 @@
 // that its pixels are split into chunks; bilinear (trilinear), bicubic
 // (float images) and, for the forward, nearest. Which plans take fused
 // tiles is checked too, that strided grids and grads give the dense ones'
-// bits, and that forward tiles of 2 to 4 channels give the planar and
-// channel-minor paths' bits.
+// bits, that forward tiles of 2 to 4 channels give the planar and
+// channel-minor paths' bits, and that tiny images sampled as one sequence
+// give the bits of a run per image.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -460,6 +461,66 @@ TEST(FusedChannels, ForwardGivesThePlanarAndBlockBits) {
   gs::cpu::force_targets(0);
 }
 
+// Tiny images sampled as one sequence of pixels (ForwardPlan::batched):
+// the same bits as a run per image, on every target, bilinear and nearest,
+// every padding and align_corners, float and double, for outputs of 1 to 49
+// pixels (vectors that hold the ends of several images), planes that follow
+// one another, lie further apart, or are one plane for every image (stride
+// 0), special grid values, and 1 and 3 threads.
+TEST(FusedBatches, TinyImagesGiveThePerImageBits) {
+  const Dims shapes[] = {{37, 1, 5, 6, 1, 1}, {29, 1, 4, 7, 1, 3},   {40, 1, 9, 11, 3, 3},
+                         {9, 1, 32, 48, 7, 7}, {23, 1, 1, 2, 2, 5}, {50, 1, 6, 5, 17, 1}};
+  const int64_t targets = gs::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    const bool vector_target = gs::cpu::current_target() != HWY_SCALAR;
+    uint64_t seed = 31;
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest}) {
+      for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+        for (bool align : {false, true}) {
+          for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+            const Options opt{mode, pad, align};
+            for (const Dims& d : shapes) {
+              Problem p = Problem::random(d, dtype, opt, seed++, 1.3);
+              if (seed % 2 == 0) add_specials(&p);
+              const int64_t plane = d.in_h * d.in_w;
+              for (int64_t apart : {plane, plane + 7, int64_t{0}}) {
+                // The input's planes `apart` elements from one image to the next.
+                gs::host::Tensor input(dtype, p.input.shape(), {apart, plane, d.in_w, 1}, 0,
+                                       apart == 0 ? plane : d.n * apart);
+                input.assign_from(p.input);
+                gs::detail::Problem fp;
+                Tensor batched(dtype, p.grad.shape()), per_image(dtype, p.grad.shape());
+                const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
+                                         std::string(gs::to_string(dtype)) + " " + to_string(d) + " apart " +
+                                         std::to_string(apart);
+                for (int threads : {1, 3}) {
+                  Options o = opt;
+                  o.num_threads = threads;
+                  ASSERT_TRUE(gs::detail::validate_forward(input.view(), p.grid.view(), batched.mutable_view(), o,
+                                                           &fp)
+                                  .ok());
+                  gs::cpu::ForwardPlan plan = gs::cpu::plan_forward(fp);
+                  EXPECT_EQ(plan.batched, vector_target && !plan.window_reads) << what;
+                  plan.window_reads = false;  // (so that the runs per image read what the batches read)
+                  batched.fill(std::nan(""));
+                  gs::cpu::run_forward(plan, input.view(), p.grid.view(), batched.mutable_view());
+                  plan.batched = false;
+                  per_image.fill(std::nan(""));
+                  gs::cpu::run_forward(plan, input.view(), p.grid.view(), per_image.mutable_view());
+                  EXPECT_EQ(batched.storage(), per_image.storage()) << what << " threads " << threads;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
+
 // A dense problem of c channels, as the planner sees it.
 gs::detail::Problem dense(int64_t c, DType dtype, Interpolation mode, bool volume = false) {
   gs::detail::Problem p;
@@ -529,6 +590,33 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
   EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused != nullptr,
             vector_target);
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused, nullptr);
+  // Tiny images run as one sequence where the fused tiles read no windows:
+  // one channel, bilinear (trilinear) or nearest, fewer than kFusedRun
+  // output pixels each, planes apart by one or more planes (or none).
+  for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
+    for (bool volume : {false, true}) {
+      if (volume && mode == Interpolation::kBicubic) continue;
+      const gs::cpu::ForwardPlan plan = gs::cpu::plan_forward(dense(1, DType::kFloat32, mode, volume));
+      EXPECT_EQ(plan.batched, vector_target && !plan.window_reads && mode != Interpolation::kBicubic)
+          << gs::to_string(mode) << volume;
+    }
+  }
+  EXPECT_FALSE(gs::cpu::plan_forward(dense(2, DType::kFloat32, Interpolation::kBilinear)).batched);
+  gs::detail::Problem large = dense(1, DType::kFloat32, Interpolation::kBilinear);
+  large.out_h = large.out_w = 32;  // kFusedRun pixels
+  EXPECT_FALSE(gs::cpu::plan_forward(large).batched);
+  gs::detail::Problem overlapping = dense(1, DType::kFloat32, Interpolation::kBilinear);
+  overlapping.input_strides = {599, 600, 30, 1};
+  EXPECT_FALSE(gs::cpu::plan_forward(overlapping).batched);
+  gs::detail::Problem shared = dense(1, DType::kFloat32, Interpolation::kBilinear);
+  shared.input_strides = {0, 600, 30, 1};
+  EXPECT_EQ(gs::cpu::plan_forward(shared).batched, vector_target && !gs::cpu::window_reads_pay());
+  // Beyond the gathers' int32 indices (float), not beyond double's.
+  gs::detail::Problem far = dense(1, DType::kFloat32, Interpolation::kBilinear);
+  far.input_strides = {int64_t{1} << 30, 600, 30, 1};
+  EXPECT_FALSE(gs::cpu::plan_forward(far).batched);
+  far.dtype = DType::kFloat64;
+  EXPECT_EQ(gs::cpu::plan_forward(far).batched, vector_target && !gs::cpu::window_reads_pay());
 }
 
 }  // namespace

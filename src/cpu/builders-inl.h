@@ -248,7 +248,7 @@ struct LinearLanes {
 };
 
 template <class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
-inline LinearLanes<DF, 4, 2> bilinear_lanes(DF df, VF x, VF y, int64_t in_h, int64_t in_w) {
+HWY_INLINE LinearLanes<DF, 4, 2> bilinear_lanes(DF df, VF x, VF y, int64_t in_h, int64_t in_w) {
   namespace hn = hwy::HWY_NAMESPACE;
   using T = hn::TFromD<DF>;
   const hn::RebindToSigned<DF> di;

@@ -60,7 +60,7 @@ inline void put_stencil_3d(const Stencil3<T, K>& s, int64_t i, int64_t plane, in
 // 2^31) and in double for double. The products are formed in the scalar
 // stencil's order, so the bits are its bits.
 template <class DF, class VF = hwy::HWY_NAMESPACE::Vec<DF>>
-inline LinearLanes<DF, 8, 3> trilinear_lanes(DF df, VF x, VF y, VF z, int64_t in_d, int64_t in_h, int64_t in_w) {
+HWY_INLINE LinearLanes<DF, 8, 3> trilinear_lanes(DF df, VF x, VF y, VF z, int64_t in_d, int64_t in_h, int64_t in_w) {
   namespace hn = hwy::HWY_NAMESPACE;
   using T = hn::TFromD<DF>;
   using MF = hn::Mask<DF>;

@@ -53,13 +53,27 @@ void forward_planar(const ForwardPlan& plan, const TensorView& input, const Tens
   const bool fused = plan.fused != nullptr && os[3] == 1 && os[2] == p.out_w;
   const bool dense_grid = dense_points<G>(grid.strides, p.out_w);
   const int64_t run = fused ? kFusedRun : kTile;
+  // Tiny images (plan.batched) as one sequence of pixels: runs cross from
+  // image to image where the grid's points and the output's values follow
+  // on from one image to the next.
+  const bool batched = fused && plan.batched && dense_grid && grid.strides[0] == G * pixels && os[0] == pixels;
   const int64_t runs = (pixels + run - 1) / run;
+  const int64_t batch_runs = batched ? (p.n * pixels + run - 1) / run : 0;
+  TileSource batch_src = src;
+  batch_src.image_pixels = pixels;
 #pragma omp parallel num_threads(plan.threads)
   {
     auto tile = std::make_unique<Tile<T, K, G>>();
     std::unique_ptr<S[]> points_copy(fused && !dense_grid ? new S[G * kFusedRun] : nullptr);
 #pragma omp for schedule(static)
-    for (int64_t task = 0; task < p.n * runs; ++task) {
+    for (int64_t task = 0; task < batch_runs; ++task) {
+      const int64_t q0 = task * run, n = q0 / pixels;
+      const int64_t count = std::min(run, p.n * pixels - q0);
+      plan.fused(batch_src, n, q0 - n * pixels, count, 1, static_cast<const S*>(grid.data) + G * q0,
+                 in + n * is[0], out + n * os[0]);
+    }
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < (batched ? 0 : p.n * runs); ++task) {
       const int64_t n = task / runs;
       const int64_t p0 = (task % runs) * run;
       if (fused) {

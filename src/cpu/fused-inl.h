@@ -343,6 +343,38 @@ HWY_INLINE void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const
   if (attempt) windows->result(covered);
 }
 
+// A run of pixels across tiny images (TileSource::image_pixels > 0): per
+// lane, where its image's plane starts relative to the run's first image,
+// for the run's vectors in order. The run starts at pixel p0 of its first
+// image; planes are `stride` elements apart.
+template <class DI>
+class ImageOffsets {
+ public:
+  ImageOffsets(int64_t image_pixels, int64_t p0, int64_t stride)
+      : pixels_(image_pixels), stride_(stride), next_(image_pixels - p0) {}
+
+  // The offsets of the run's lanes [i, i + Lanes), i ascending.
+  hwy::HWY_NAMESPACE::Vec<DI> at(int64_t i) {
+    namespace hn = hwy::HWY_NAMESPACE;
+    using TI = hn::TFromD<DI>;
+    const DI di;
+    const auto lanes = static_cast<int64_t>(hn::Lanes(di));
+    while (next_ <= i) {  // (next_: the run's first lane in the next image)
+      ++image_;
+      next_ += pixels_;
+    }
+    auto offsets = hn::Set(di, static_cast<TI>(image_ * stride_));
+    const auto lane = hn::Iota(di, 0), step = hn::Set(di, static_cast<TI>(stride_));
+    for (int64_t b = next_; b < i + lanes; b += pixels_) {
+      offsets = hn::Add(offsets, hn::IfThenElseZero(hn::Gt(lane, hn::Set(di, static_cast<TI>(b - i - 1))), step));
+    }
+    return offsets;
+  }
+
+ private:
+  int64_t pixels_, stride_, next_, image_ = 0;
+};
+
 // Stores the first `count` lanes of v at out.
 template <class D, class T>
 inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) {
@@ -361,6 +393,9 @@ inline void store_lanes_n(D d, hwy::HWY_NAMESPACE::Vec<D> v, int count, T* out) 
 // from 0, as multiply-adds (as forward_channel), each vector's stencil
 // computed once for all channels. kNearest: the nearest tap alone, 0 + w *
 // value with w = 1 where it is valid, one gather per vector and channel.
+// With src.image_pixels, one channel's pixels from p0 on may run into the
+// next images (their points, and output values, follow on): each lane's
+// taps are offset to its image's plane, and the run reads no windows.
 template <class T, Padding P, bool kAlign, int G, bool kNearest = false>
 void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, int64_t channels, const void* points,
                    const void* input, void* output) {
@@ -376,14 +411,20 @@ void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, in
   const FusedStencil<P, kAlign, D, G> stencil(d, src);
   constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   const int c = static_cast<int>(count);
-  WindowBackoff windows(src.window_reads && !kNearest && kWindowReads<T> && plane >= 2 * lanes);
+  const int64_t per_image = src.image_pixels;
+  ImageOffsets<hn::RebindToSigned<D>> images(per_image, p0, src.in_strides[0]);
+  // The elements the taps may read, from ip: the plane, or across images up
+  // to the end of the run's last one (where the pair reads stop).
+  const int64_t reach = per_image > 0 ? (p0 + count - 1) / per_image * src.in_strides[0] + plane : plane;
+  WindowBackoff windows(src.window_reads && per_image == 0 && !kNearest && kWindowReads<T> && plane >= 2 * lanes);
   const NearestLanes<D, G, P != Padding::kZeros> nearest(d, stencil.size);
   for (int i = 0; i < c; i += lanes) {
     hn::Vec<D> mult[G];
     if constexpr (kNearest) {
       hn::Vec<D> x[G];
       stencil.template padded<false>(g, i, c, mult, x);
-      const auto t = nearest(x);
+      auto t = nearest(x);
+      if (per_image > 0) t.index = hn::Add(t.index, images.at(i));
       for (int64_t ch = 0; ch < channels; ++ch) {
         // 0 + 1 * value where valid (the tile path's sum), which is value +
         // 0: -0 becomes +0, and NaN stays NaN.
@@ -391,7 +432,8 @@ void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, in
         store_lanes_n(d, hn::IfThenElseZero(t.valid, v), c - i, op + ch * out_channel + i);
       }
     } else {
-      const auto t = stencil.template operator()<false>(g, i, c, mult);
+      auto t = stencil.template operator()<false>(g, i, c, mult);
+      if (per_image > 0) t.base = hn::Add(t.base, images.at(i));
       const int live = std::min(lanes, c - i);
       // Windows cover a vector in every plane or in none: the first
       // channel's try decides for all.
@@ -399,7 +441,7 @@ void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, in
       bool covered = attempt;
       for (int64_t ch = 0; ch < channels; ++ch) {
         hn::Vec<D> v[K];
-        covered = stencil_values(d, t, live, ip + ch * in_channel, plane, src.in_w, in_hw, covered, v);
+        covered = stencil_values(d, t, live, ip + ch * in_channel, reach, src.in_w, in_hw, covered, v);
         if (ch == 0 && attempt) windows.result(covered);
         auto acc = hn::Zero(d);
         for (int k = 0; k < K; ++k) acc = hn::MulAdd(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k], acc);

@@ -133,6 +133,26 @@ bool fused_planes_pay(const Problem& p) {
   return p.c == 2 || out_pixels(p) <= in_plane(p) / 2 || (p.c == 3 && (p.volume || nearest));
 }
 
+// Whether a one-channel forward through fused tiles runs its images'
+// pixels as one sequence (ForwardPlan::batched). For images of fewer than
+// kFusedRun output pixels, whose runs would otherwise be a call per image
+// ending in a partial vector (a 7x7 correlation window takes 4 vectors of
+// 16 lanes for its 49 pixels, batched about 3); bilinear (trilinear) or
+// nearest, with window reads off (a vector's lanes may read two images'
+// planes); every image's plane after the one before it, or one plane for
+// all (stride 0), within the gathers' index type.
+bool batches_images(const Problem& p, const ForwardPlan& plan) {
+  if (plan.fused == nullptr || plan.window_reads || p.c != 1 || p.n < 2) return false;
+  if (p.options.interpolation == Interpolation::kBicubic || out_pixels(p) >= kFusedRun) return false;
+  const int64_t plane = in_plane(p), stride = p.input_strides[0];
+  if (stride != 0 && stride < plane) return false;
+  const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
+  const int64_t beyond = p.volume ? p.in_h * p.in_w + p.in_w : p.in_w;  // (as fused_applies)
+  const uint64_t reach = add(mul(static_cast<uint64_t>(p.n - 1), static_cast<uint64_t>(stride)),
+                             static_cast<uint64_t>(plane + beyond));
+  return reach < static_cast<uint64_t>(limit);
+}
+
 // The table entry of a problem's padding and align_corners.
 template <class Fn>
 Fn fused_entry(const Problem& p, Fn const (&images)[3][2], Fn const (&volumes)[3][2]) {
@@ -261,6 +281,8 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
         plan.fused = fused_entry(p, table.fused_forward, table.fused_forward_3d);
     }
     plan.window_reads = window_reads_pay();
+    plan.batched = batches_images(p, plan);
+    if (plan.batched) plan.threads = team_for(p, (static_cast<uint64_t>(p.n * pixels) + kFusedRun - 1) / kFusedRun);
   }
   return plan;
 }

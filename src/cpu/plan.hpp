@@ -90,6 +90,11 @@ struct ForwardPlan {
   // Whether the fused tiles may read windows instead of gathering
   // (window_reads_pay(): the CPU decides; no bit changes).
   bool window_reads = false;
+  // One channel of tiny images through fused tiles in runs that cross from
+  // image to image (plan.cpp says when), instead of a run per image; the
+  // driver takes it when the grid's points and the output's values are
+  // dense across images too.
+  bool batched = false;
 };
 
 struct BackwardPlan {

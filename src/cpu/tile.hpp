@@ -85,6 +85,11 @@ struct TileSource {
   bool wide_indices = true;
   // Whether fused tiles may read windows of the plane (the plan's choice).
   bool window_reads = false;
+  // Fused forward runs across tiny images (ForwardPlan::batched): a run's
+  // pixels may cross into the next images, of this many output pixels
+  // each, their planes in_strides[0] elements apart; 0: a run lies in one
+  // image.
+  int64_t image_pixels = 0;
 };
 
 inline TileSource tile_source(const detail::Problem& p, const TensorView& grid, const Shape4& out_strides,
