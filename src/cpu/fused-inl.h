@@ -431,6 +431,16 @@ void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, in
         const auto v = hn::Add(hn::GatherIndex(d, ip + ch * in_channel, t.index), hn::Zero(d));
         store_lanes_n(d, hn::IfThenElseZero(t.valid, v), c - i, op + ch * out_channel + i);
       }
+    } else if (channels == 1) {
+      // One plane (the most common call): no channel loop, so the stencil's
+      // weights and masks stay in registers.
+      auto t = stencil.template operator()<false>(g, i, c, mult);
+      if (per_image > 0) t.base = hn::Add(t.base, images.at(i));
+      hn::Vec<D> v[K];
+      fused_values(d, t, std::min(lanes, c - i), ip, reach, src.in_w, in_hw, &windows, v);
+      auto acc = hn::Zero(d);
+      for (int k = 0; k < K; ++k) acc = hn::MulAdd(hn::IfThenElseZero(t.valid[k], t.w[k]), v[k], acc);
+      store_lanes_n(d, acc, c - i, op + i);
     } else {
       auto t = stencil.template operator()<false>(g, i, c, mult);
       if (per_image > 0) t.base = hn::Add(t.base, images.at(i));
