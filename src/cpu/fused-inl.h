@@ -346,12 +346,14 @@ HWY_INLINE void fused_values(D d, const LinearLanes<D, K, G>& t, int live, const
 // A run of pixels across tiny images (TileSource::image_pixels > 0): per
 // lane, where its image's plane starts relative to the run's first image,
 // for the run's vectors in order. The run starts at pixel p0 of its first
-// image; planes are `stride` elements apart.
+// image and has `count` pixels; planes are `stride` elements apart. Lanes
+// past the run's end (a partial vector's padding, which reads grid value
+// 0, a valid tap) stay in its last image: past it there may be no plane.
 template <class DI>
 class ImageOffsets {
  public:
-  ImageOffsets(int64_t image_pixels, int64_t p0, int64_t stride)
-      : pixels_(image_pixels), stride_(stride), next_(image_pixels - p0) {}
+  ImageOffsets(int64_t image_pixels, int64_t p0, int64_t count, int64_t stride)
+      : pixels_(image_pixels), stride_(stride), count_(count), next_(image_pixels - p0) {}
 
   // The offsets of the run's lanes [i, i + Lanes), i ascending.
   hwy::HWY_NAMESPACE::Vec<DI> at(int64_t i) {
@@ -365,14 +367,14 @@ class ImageOffsets {
     }
     auto offsets = hn::Set(di, static_cast<TI>(image_ * stride_));
     const auto lane = hn::Iota(di, 0), step = hn::Set(di, static_cast<TI>(stride_));
-    for (int64_t b = next_; b < i + lanes; b += pixels_) {
+    for (int64_t b = next_; b < std::min(i + lanes, count_); b += pixels_) {
       offsets = hn::Add(offsets, hn::IfThenElseZero(hn::Gt(lane, hn::Set(di, static_cast<TI>(b - i - 1))), step));
     }
     return offsets;
   }
 
  private:
-  int64_t pixels_, stride_, next_, image_ = 0;
+  int64_t pixels_, stride_, count_, next_, image_ = 0;
 };
 
 // Stores the first `count` lanes of v at out.
@@ -412,7 +414,7 @@ void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, in
   constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
   const int c = static_cast<int>(count);
   const int64_t per_image = src.image_pixels;
-  ImageOffsets<hn::RebindToSigned<D>> images(per_image, p0, src.in_strides[0]);
+  ImageOffsets<hn::RebindToSigned<D>> images(per_image, p0, count, src.in_strides[0]);
   // The elements the taps may read, from ip: the plane, or across images up
   // to the end of the run's last one (where the pair reads stop).
   const int64_t reach = per_image > 0 ? (p0 + count - 1) / per_image * src.in_strides[0] + plane : plane;
