@@ -64,11 +64,19 @@ bool dense_rows(const Problem& p, const Shape4& strides) {
   return strides[3] == 1 && (strides[2] == p.in_w || in_rows(p) == 1);
 }
 
+// Flat indices below this fit the gathers' index type: int32 for float,
+// exact in double for double.
+int64_t gather_index_limit(DType dtype) { return dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31; }
+
+// The flat indices from a plane's start up to this bound can be a
+// stencil's taps: a row (and, in volumes, a layer) past the plane's last
+// pixel, where the taps after an edge pixel point.
+int64_t tap_extent(const Problem& p) { return in_plane(p) + (p.volume ? p.in_h * p.in_w : 0) + p.in_w; }
+
 bool flat_taps(const Problem& p) {
   const int64_t plane = in_plane(p);
   const bool dense = dense_rows(p, p.input_strides);
-  const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
-  return dense && plane > 0 && plane < limit - p.in_w;
+  return dense && plane > 0 && plane < gather_index_limit(p.dtype) - p.in_w;
 }
 
 // Whether an image samples few taps of each input plane: at most plane /
@@ -105,9 +113,8 @@ bool scatters_sparsely(const Problem& p, int lanes) { return few_taps(p, 8, lane
 bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
   const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
   const int64_t exact = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 24;
-  const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
   const bool axes = p.in_w <= exact && p.in_h <= exact && p.in_d <= exact;
-  const bool indices = !p.volume || in_plane(p) + p.in_h * p.in_w + p.in_w < limit;
+  const bool indices = !p.volume || tap_extent(p) < gather_index_limit(p.dtype);
   const Interpolation mode = p.options.interpolation;
   const bool cubic = mode == Interpolation::kBicubic && !p.volume && p.dtype == DType::kFloat32;
   const bool fusable = mode == Interpolation::kBilinear || cubic || (forward && mode == Interpolation::kNearest);
@@ -146,11 +153,9 @@ bool batches_images(const Problem& p, const ForwardPlan& plan) {
   if (p.options.interpolation == Interpolation::kBicubic || out_pixels(p) >= kFusedRun) return false;
   const int64_t plane = in_plane(p), stride = p.input_strides[0];
   if (stride != 0 && stride < plane) return false;
-  const int64_t limit = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 31;
-  const int64_t beyond = p.volume ? p.in_h * p.in_w + p.in_w : p.in_w;  // (as fused_applies)
   const uint64_t reach = add(mul(static_cast<uint64_t>(p.n - 1), static_cast<uint64_t>(stride)),
-                             static_cast<uint64_t>(plane + beyond));
-  return reach < static_cast<uint64_t>(limit);
+                             static_cast<uint64_t>(tap_extent(p)));
+  return reach < static_cast<uint64_t>(gather_index_limit(p.dtype));
 }
 
 // The table entry of a problem's padding and align_corners.
