@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -80,9 +81,79 @@ double grid_value(Rng& rng, int64_t size, bool align, bool calm = false) {
   }
 }
 
-template <class S, Interpolation M, Padding P, bool kAlign, bool kStrided>
-void check_builder(BuildTileFn build, Rng& rng, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, bool dense_grid,
-                   bool dense_out, bool derivatives = true, bool wide = true, bool calm = false) {
+// One pixel's taps as the scalar stencil makes them, in a tile's terms: an
+// invalid tap has weight and derivatives 0, flat index `plane` and offset 0.
+template <class T>
+struct Expected {
+  int64_t flat[64], in_off[64];
+  bool valid[64];
+  T w[64], dw[3][64], mult[3];
+};
+
+// What one builder call was asked for, and where pixel i's output lies.
+struct Asked {
+  bool derivatives, wide, strided, dense_out;
+  int64_t out_off;  // checked where the outputs are not dense, and for pixel 0
+};
+
+std::string number(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+// The first difference between pixel i of `tile` and `e`, or "" where all
+// agree bit for bit. Templated on the tile only (not on mode, padding or
+// dtype), and building a message only for a difference: the checks cost
+// little to compile and to run.
+template <class T, int K, int G>
+std::string mismatch(const Tile<T, K, G>& tile, int64_t i, const Expected<T>& e, const Asked& a) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
+  const auto differ = [](const std::string& what, double got, double want) {
+    return what + ": " + number(got) + " vs " + number(want);
+  };
+  if (tile.out_dense != a.dense_out) return differ("out_dense", tile.out_dense, a.dense_out);
+  if ((!a.dense_out || i == 0) && tile.out_off[i] != a.out_off) return differ("out_off", tile.out_off[i], a.out_off);
+  // Without derivatives (a forward) the multipliers and dw may be left unwritten.
+  for (int c = 0; c < G && a.derivatives; ++c) {
+    if (!same_bits(tile.mult[c][i], e.mult[c])) return differ("mult " + std::to_string(c), tile.mult[c][i], e.mult[c]);
+  }
+  for (int k = 0; k < K; ++k) {
+    const std::string tap = "tap " + std::to_string(k) + " ";
+    if ((a.wide || !kFloat) && tile.acc[k][i] != e.flat[k]) return differ(tap + "acc", tile.acc[k][i], e.flat[k]);
+    if (!a.strided && kFloat && tile.acc32[k][i] != e.flat[k]) {
+      return differ(tap + "acc32", tile.acc32[k][i], e.flat[k]);
+    }
+    if (a.strided && tile.valid[k][i] != e.valid[k]) return differ(tap + "valid", tile.valid[k][i], e.valid[k]);
+    if (a.strided && tile.in_off[k][i] != e.in_off[k]) return differ(tap + "in_off", tile.in_off[k][i], e.in_off[k]);
+    if (!same_bits(tile.w[k][i], e.w[k])) return differ(tap + "w", tile.w[k][i], e.w[k]);
+    for (int c = 0; c < G && a.derivatives; ++c) {
+      if (!same_bits(tile.dw[c][k][i], e.dw[c][k])) {
+        return differ(tap + "dw/d" + std::to_string(c), tile.dw[c][k][i], e.dw[c][k]);
+      }
+    }
+  }
+  return "";
+}
+
+std::string where(Interpolation m, Padding p, bool align, bool strided, DType dtype, const int64_t* in, int dims,
+                  int64_t out_rows, int64_t out_w, bool dense_grid, bool dense_out, bool derivatives, int64_t pixel,
+                  const double* g) {
+  Params w;
+  w("mode", static_cast<int>(m))("padding", static_cast<int>(p))("align", align)("strided", strided)(
+      "dtype", static_cast<int>(dtype));
+  for (int d = 0; d < dims; ++d) w("in", in[d]);
+  w("out_rows", out_rows)("out_w", out_w)("dense_grid", dense_grid)("dense_out", dense_out)(
+      "derivatives", derivatives)("pixel", pixel);
+  for (int d = 0; d < dims; ++d) w("g", number(g[d]));
+  return w.str();
+}
+
+template <class S, Interpolation M, Padding P, bool kAlign>
+void check_builder(BuildTileFn build, bool strided, Rng& rng, int64_t in_h, int64_t in_w, int64_t out_h,
+                   int64_t out_w, bool dense_grid, bool dense_out, bool derivatives = true, bool wide = true,
+                   bool calm = false) {
   using T = compute_t<S>;
   constexpr int K = kTaps<M>;
   const int64_t pixels = out_h * out_w, plane = in_h * in_w;
@@ -106,6 +177,7 @@ void check_builder(BuildTileFn build, Rng& rng, int64_t in_h, int64_t in_w, int6
   src.wide_indices = wide;
   src.out_w = out_w;
   auto tile = std::make_unique<Tile<T, K>>();
+  auto e = std::make_unique<Expected<T>>();
   for (int64_t p0 = 0; p0 < pixels; p0 += kTile) {
     const int64_t count = std::min<int64_t>(kTile, pixels - p0);
     std::memset(static_cast<void*>(tile.get()), 0xff, sizeof(*tile));
@@ -117,41 +189,25 @@ void check_builder(BuildTileFn build, Rng& rng, int64_t in_h, int64_t in_w, int6
       const T gx = load(g[0]), gy = load(g[gs[3]]);
       Stencil<T, K> s;
       build_stencil<M, P, kAlign>(gx, gy, in_h, in_w, &s);
-      const std::string where = Params()("mode", static_cast<int>(M))("padding", static_cast<int>(P))(
-                                    "align", kAlign)("strided", kStrided)("dtype", static_cast<int>(dtype_of<S>()))(
-                                    "in", in_h)("x", in_w)("out", out_h)("x", out_w)("dense_grid", dense_grid)(
-                                    "dense_out", dense_out)("pixel", q)("gx", gx)("gy", gy)
-                                    .str();
-      const int64_t out_off = dense_out ? q : h * src.out_strides[2] + w * src.out_strides[3];
-      if (!dense_out || i == 0) {
-        ASSERT_EQ(tile->out_off[i], out_off) << where;
-      }
-      ASSERT_EQ(tile->out_dense, dense_out) << where;
-      // Without derivatives (a forward) the multipliers may be left unwritten.
-      if (derivatives) {
-        ASSERT_TRUE(same_bits(tile->mult[0][i], s.mult_x)) << where << tile->mult[0][i] << " vs " << s.mult_x;
-        ASSERT_TRUE(same_bits(tile->mult[1][i], s.mult_y)) << where << tile->mult[1][i] << " vs " << s.mult_y;
-      }
+      e->mult[0] = s.mult_x;
+      e->mult[1] = s.mult_y;
       for (int k = 0; k < K; ++k) {
         const bool ok = s.valid[k];
-        const std::string tap = where + " tap=" + std::to_string(k);
-        const int64_t flat = ok ? s.y[k] * in_w + s.x[k] : plane;
-        if (wide || !std::is_same_v<T, float>) {
-          ASSERT_EQ(tile->acc[k][i], flat) << tap;
-        }
-        if constexpr (!kStrided && std::is_same_v<T, float>) {
-          ASSERT_EQ(tile->acc32[k][i], flat) << tap;
-        }
-        ASSERT_TRUE(same_bits(tile->w[k][i], ok ? s.w[k] : T(0))) << tap << " w " << tile->w[k][i] << " vs " << s.w[k];
-        if (!derivatives) continue;  // (dw may be left unwritten)
-        ASSERT_TRUE(same_bits(tile->dw[0][k][i], ok ? s.dw_dx[k] : T(0)))
-            << tap << " dw/dx " << tile->dw[0][k][i] << " vs " << s.dw_dx[k];
-        ASSERT_TRUE(same_bits(tile->dw[1][k][i], ok ? s.dw_dy[k] : T(0)))
-            << tap << " dw/dy " << tile->dw[1][k][i] << " vs " << s.dw_dy[k];
-        if constexpr (kStrided) {
-          ASSERT_EQ(tile->valid[k][i], ok) << tap;
-          ASSERT_EQ(tile->in_off[k][i], ok ? s.y[k] * src.in_strides[2] + s.x[k] * src.in_strides[3] : 0) << tap;
-        }
+        e->valid[k] = ok;
+        e->flat[k] = ok ? s.y[k] * in_w + s.x[k] : plane;
+        e->in_off[k] = ok ? s.y[k] * src.in_strides[2] + s.x[k] * src.in_strides[3] : 0;
+        e->w[k] = ok ? s.w[k] : T(0);
+        e->dw[0][k] = ok ? s.dw_dx[k] : T(0);
+        e->dw[1][k] = ok ? s.dw_dy[k] : T(0);
+      }
+      const Asked asked{derivatives, wide, strided, dense_out,
+                        dense_out ? q : h * src.out_strides[2] + w * src.out_strides[3]};
+      const std::string diff = mismatch(*tile, i, *e, asked);
+      if (!diff.empty()) {
+        const int64_t in[2] = {in_h, in_w};
+        const double at[2] = {static_cast<double>(gx), static_cast<double>(gy)};
+        FAIL() << diff << " at " << where(M, P, kAlign, strided, dtype_of<S>(), in, 2, out_h, out_w, dense_grid,
+                                           dense_out, derivatives, q, at);
       }
     }
   }
@@ -169,13 +225,14 @@ void check_modes(Rng& rng) {
   const int64_t sizes[][4] = {{1, 1, 3, 5}, {1, 7, 9, 13}, {5, 3, 11, 17}, {17, 33, 8, 15}, {64, 64, 10, 31}, {3, 200, 2, 77}};
   for (const auto& sz : sizes) {
     for (int layout = 0; layout < 4; ++layout) {
-      check_builder<S, M, P, kAlign, false>(flat, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
-      check_builder<S, M, P, kAlign, false>(flat, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2, false, false);
-      check_builder<S, M, P, kAlign, true>(strided, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2);
-      check_builder<S, M, P, kAlign, false>(flat, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2, true, true,
-                                            true);
-      check_builder<S, M, P, kAlign, true>(strided, rng, sz[0], sz[1], sz[2], sz[3], layout & 1, layout & 2, true, true,
-                                           true);
+      const bool dense_grid = layout & 1, dense_out = layout & 2;
+      check_builder<S, M, P, kAlign>(flat, false, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out);
+      check_builder<S, M, P, kAlign>(flat, false, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out, false, false);
+      check_builder<S, M, P, kAlign>(strided, true, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out);
+      check_builder<S, M, P, kAlign>(flat, false, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out, true, true,
+                                     true);
+      check_builder<S, M, P, kAlign>(strided, true, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out, true, true,
+                                     true);
     }
   }
 }
@@ -183,8 +240,8 @@ void check_modes(Rng& rng) {
 // The volume builders (builders_3d-inl.h) likewise, against build_stencil_3d:
 // voxels' flat indices (z * Hin + y) * Win + x, three weight derivatives and
 // three coordinate factors.
-template <class S, Interpolation M, Padding P, bool kAlign, bool kStrided>
-void check_builder_3d(BuildTileFn build, Rng& rng, const int64_t in[3], int64_t out_rows, int64_t out_w,
+template <class S, Interpolation M, Padding P, bool kAlign>
+void check_builder_3d(BuildTileFn build, bool strided, Rng& rng, const int64_t in[3], int64_t out_rows, int64_t out_w,
                       bool dense_grid, bool derivatives, bool wide, bool calm = false) {
   using T = compute_t<S>;
   constexpr int K = kTaps3<M>;
@@ -210,6 +267,7 @@ void check_builder_3d(BuildTileFn build, Rng& rng, const int64_t in[3], int64_t 
   src.wide_indices = wide;
   src.out_w = out_w;
   auto tile = std::make_unique<Tile<T, K, 3>>();
+  auto e = std::make_unique<Expected<T>>();
   for (int64_t p0 = 0; p0 < pixels; p0 += kTile) {
     const int64_t count = std::min<int64_t>(kTile, pixels - p0);
     std::memset(static_cast<void*>(tile.get()), 0xff, sizeof(*tile));
@@ -221,39 +279,23 @@ void check_builder_3d(BuildTileFn build, Rng& rng, const int64_t in[3], int64_t 
       const T gx = load(g[0]), gy = load(g[gs[3]]), gz = load(g[2 * gs[3]]);
       Stencil3<T, K> s;
       build_stencil_3d<M, P, kAlign>(gx, gy, gz, in, &s);
-      const std::string where = Params()("mode", static_cast<int>(M))("padding", static_cast<int>(P))(
-                                    "align", kAlign)("strided", kStrided)("dtype", static_cast<int>(dtype_of<S>()))(
-                                    "in", in[0])("x", in[1])("x", in[2])("dense_grid", dense_grid)(
-                                    "derivatives", derivatives)("voxel", q)("gx", gx)("gy", gy)("gz", gz)
-                                    .str();
-      ASSERT_TRUE(tile->out_dense) << where;
-      if (i == 0) {
-        ASSERT_EQ(tile->out_off[i], q) << where;  // (dense: the rest follow)
-      }
-      for (int c = 0; c < 3 && derivatives; ++c) {
-        ASSERT_TRUE(same_bits(tile->mult[c][i], s.mult[c])) << where << " mult " << c;
-      }
+      for (int c = 0; c < 3; ++c) e->mult[c] = s.mult[c];
       for (int k = 0; k < K; ++k) {
         const bool ok = s.valid[k];
-        const std::string tap = where + " tap=" + std::to_string(k);
-        const int64_t flat = ok ? (s.z[k] * in[1] + s.y[k]) * in[2] + s.x[k] : plane;
-        if (wide || !std::is_same_v<T, float>) {
-          ASSERT_EQ(tile->acc[k][i], flat) << tap;
-        }
-        if constexpr (!kStrided && std::is_same_v<T, float>) {
-          ASSERT_EQ(tile->acc32[k][i], flat) << tap;
-        }
-        ASSERT_TRUE(same_bits(tile->w[k][i], ok ? s.w[k] : T(0))) << tap << " w " << tile->w[k][i] << " vs " << s.w[k];
-        if constexpr (kStrided) {
-          ASSERT_EQ(tile->valid[k][i], ok) << tap;
-          ASSERT_EQ(tile->in_off[k][i], ok ? (s.z[k] * in[1] + s.y[k]) * src.in_strides[2] + s.x[k] * src.in_strides[3] : 0)
-              << tap;
-        }
-        if (!derivatives) continue;  // (dw may be left unwritten)
-        for (int c = 0; c < 3; ++c) {
-          ASSERT_TRUE(same_bits(tile->dw[c][k][i], ok ? s.dw[c][k] : T(0)))
-              << tap << " dw/d" << c << " " << tile->dw[c][k][i] << " vs " << s.dw[c][k];
-        }
+        const int64_t row = s.z[k] * in[1] + s.y[k];
+        e->valid[k] = ok;
+        e->flat[k] = ok ? row * in[2] + s.x[k] : plane;
+        e->in_off[k] = ok ? row * src.in_strides[2] + s.x[k] * src.in_strides[3] : 0;
+        e->w[k] = ok ? s.w[k] : T(0);
+        for (int c = 0; c < 3; ++c) e->dw[c][k] = ok ? s.dw[c][k] : T(0);
+      }
+      // Dense outputs: only out_off[0] (= p0) is set.
+      const std::string diff = mismatch(*tile, i, *e, Asked{derivatives, wide, strided, true, q});
+      if (!diff.empty()) {
+        const double at[3] = {static_cast<double>(gx), static_cast<double>(gy), static_cast<double>(gz)};
+        FAIL() << diff << " at "
+               << where(M, P, kAlign, strided, dtype_of<S>(), in, 3, out_rows, out_w, dense_grid, true, derivatives, q,
+                        at);
       }
     }
   }
@@ -271,10 +313,10 @@ void check_modes_3d(Rng& rng) {
   const int64_t sizes[][5] = {{1, 1, 1, 3, 5}, {1, 7, 9, 2, 13}, {5, 3, 1, 11, 7}, {9, 17, 33, 3, 29}, {40, 2, 3, 1, 70}};
   for (const auto& sz : sizes) {
     for (int dense = 0; dense < 2; ++dense) {
-      check_builder_3d<S, M, P, kAlign, false>(flat, rng, sz, sz[3], sz[4], dense, true, true);
-      check_builder_3d<S, M, P, kAlign, false>(flat, rng, sz, sz[3], sz[4], dense, false, false);
-      check_builder_3d<S, M, P, kAlign, true>(strided, rng, sz, sz[3], sz[4], dense, true, true);
-      check_builder_3d<S, M, P, kAlign, false>(flat, rng, sz, sz[3], sz[4], dense, true, true, true);
+      check_builder_3d<S, M, P, kAlign>(flat, false, rng, sz, sz[3], sz[4], dense, true, true);
+      check_builder_3d<S, M, P, kAlign>(flat, false, rng, sz, sz[3], sz[4], dense, false, false);
+      check_builder_3d<S, M, P, kAlign>(strided, true, rng, sz, sz[3], sz[4], dense, true, true);
+      check_builder_3d<S, M, P, kAlign>(flat, false, rng, sz, sz[3], sz[4], dense, true, true, true);
     }
   }
 }
