@@ -4,7 +4,9 @@
 // (src/cpu/stencil.hpp, built on the coordinate policy of core/coords.hpp):
 // every mode, padding, align_corners, tap form and grid dtype, on grids full
 // of NaN, infinities, huge values, lattice points and pixel edges, and on
-// calm grids (inside the image, and at the first reflection fold). Taps must
+// calm grids (inside the image, and at the first reflection fold), and grids
+// within four reflection spans (where the vector fold counts the spans it
+// passes instead of dividing), fold boundaries included. Taps must
 // match bit for bit. The volume builders (builders_3d-inl.h) likewise,
 // against build_stencil_3d.
 #include <gtest/gtest.h>
@@ -31,6 +33,21 @@ using gstest::Params;
 using gstest::Rng;
 using gstest::same_bits;
 
+// What a test grid holds.
+enum class GridKind { kAwkward, kCalm, kFolds };
+
+// A value of a grid whose coordinates all lie within four reflection spans
+// of the low end: uniform, or at a fold boundary (m = 0..3 spans out, either
+// side of the image) moved by about a float ulp or not at all.
+double folds_grid_value(Rng& rng, int64_t size, bool align) {
+  if (rng.below(2) == 0) return rng.uniform(-6.5, 6.5);
+  const double span = align ? static_cast<double>(size - 1) : static_cast<double>(size);
+  const double m = static_cast<double>(rng.below(4)) * (rng.below(2) ? 1 : -1);
+  const double pixel = (align ? 0.0 : -0.5) + m * span;
+  const double g = align ? (size > 1 ? 2.0 * pixel / (size - 1) - 1 : 0.0) : (2.0 * pixel + 1) / size - 1;
+  return g * (1 + static_cast<double>(rng.below(3) - 1) * 0x1p-23);
+}
+
 // A value of a calm grid: inside the image, where the vector reflection
 // skips its fold when a whole vector needs none, or at the edge where the
 // first fold starts (x or y = 1, one side or the other by an ulp of some
@@ -51,8 +68,9 @@ double calm_grid_value(Rng& rng) {
 }
 
 // A grid value of an awkward kind, or a plain one.
-double grid_value(Rng& rng, int64_t size, bool align, bool calm = false) {
-  if (calm) return calm_grid_value(rng);
+double grid_value(Rng& rng, int64_t size, bool align, GridKind kind = GridKind::kAwkward) {
+  if (kind == GridKind::kCalm) return calm_grid_value(rng);
+  if (kind == GridKind::kFolds) return folds_grid_value(rng, size, align);
   const double inf = std::numeric_limits<double>::infinity();
   const int64_t i = rng.below(size + 2) - 1;
   switch (rng.below(20)) {
@@ -153,7 +171,7 @@ std::string where(Interpolation m, Padding p, bool align, bool strided, DType dt
 template <class S, Interpolation M, Padding P, bool kAlign>
 void check_builder(BuildTileFn build, bool strided, Rng& rng, int64_t in_h, int64_t in_w, int64_t out_h,
                    int64_t out_w, bool dense_grid, bool dense_out, bool derivatives = true, bool wide = true,
-                   bool calm = false) {
+                   GridKind kind = GridKind::kAwkward) {
   using T = compute_t<S>;
   constexpr int K = kTaps<M>;
   const int64_t pixels = out_h * out_w, plane = in_h * in_w;
@@ -163,8 +181,8 @@ void check_builder(BuildTileFn build, bool strided, Rng& rng, int64_t in_h, int6
   for (int64_t q = 0; q < 2 * pixels; ++q) {
     const int64_t n = q / pixels, h = q % pixels / out_w, w = q % out_w;
     S* g = grid.data() + n * gs[0] + h * gs[1] + w * gs[2];
-    g[0] = store<S>(grid_value(rng, in_w, kAlign, calm));
-    g[gs[3]] = store<S>(grid_value(rng, in_h, kAlign, calm));
+    g[0] = store<S>(grid_value(rng, in_w, kAlign, kind));
+    g[gs[3]] = store<S>(grid_value(rng, in_h, kAlign, kind));
   }
   TileSource src;
   src.grid = grid.data();
@@ -229,10 +247,12 @@ void check_modes(Rng& rng) {
       check_builder<S, M, P, kAlign>(flat, false, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out);
       check_builder<S, M, P, kAlign>(flat, false, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out, false, false);
       check_builder<S, M, P, kAlign>(strided, true, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out);
-      check_builder<S, M, P, kAlign>(flat, false, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out, true, true,
-                                     true);
-      check_builder<S, M, P, kAlign>(strided, true, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out, true, true,
-                                     true);
+      for (const GridKind kind : {GridKind::kCalm, GridKind::kFolds}) {
+        check_builder<S, M, P, kAlign>(flat, false, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out, true, true,
+                                       kind);
+        check_builder<S, M, P, kAlign>(strided, true, rng, sz[0], sz[1], sz[2], sz[3], dense_grid, dense_out, true,
+                                       true, kind);
+      }
     }
   }
 }
@@ -242,7 +262,7 @@ void check_modes(Rng& rng) {
 // three coordinate factors.
 template <class S, Interpolation M, Padding P, bool kAlign>
 void check_builder_3d(BuildTileFn build, bool strided, Rng& rng, const int64_t in[3], int64_t out_rows, int64_t out_w,
-                      bool dense_grid, bool derivatives, bool wide, bool calm = false) {
+                      bool dense_grid, bool derivatives, bool wide, GridKind kind = GridKind::kAwkward) {
   using T = compute_t<S>;
   constexpr int K = kTaps3<M>;
   const int64_t pixels = out_rows * out_w, plane = in[0] * in[1] * in[2];
@@ -253,7 +273,7 @@ void check_builder_3d(BuildTileFn build, bool strided, Rng& rng, const int64_t i
   for (int64_t q = 0; q < 2 * pixels; ++q) {
     const int64_t n = q / pixels, h = q % pixels / out_w, w = q % out_w;
     S* g = grid.data() + n * gs[0] + h * gs[1] + w * gs[2];
-    for (int c = 0; c < 3; ++c) g[c * gs[3]] = store<S>(grid_value(rng, in[2 - c], kAlign, calm));
+    for (int c = 0; c < 3; ++c) g[c * gs[3]] = store<S>(grid_value(rng, in[2 - c], kAlign, kind));
   }
   TileSource src;
   src.grid = grid.data();
@@ -316,7 +336,8 @@ void check_modes_3d(Rng& rng) {
       check_builder_3d<S, M, P, kAlign>(flat, false, rng, sz, sz[3], sz[4], dense, true, true);
       check_builder_3d<S, M, P, kAlign>(flat, false, rng, sz, sz[3], sz[4], dense, false, false);
       check_builder_3d<S, M, P, kAlign>(strided, true, rng, sz, sz[3], sz[4], dense, true, true);
-      check_builder_3d<S, M, P, kAlign>(flat, false, rng, sz, sz[3], sz[4], dense, true, true, true);
+      check_builder_3d<S, M, P, kAlign>(flat, false, rng, sz, sz[3], sz[4], dense, true, true, GridKind::kCalm);
+      check_builder_3d<S, M, P, kAlign>(flat, false, rng, sz, sz[3], sz[4], dense, true, true, GridKind::kFolds);
     }
   }
 }
