@@ -5,8 +5,8 @@
 // every mode, padding, align_corners, tap form and grid dtype, on grids full
 // of NaN, infinities, huge values, lattice points and pixel edges, and on
 // calm grids (inside the image, and at the first reflection fold), and grids
-// within four reflection spans (where the vector fold counts the spans it
-// passes instead of dividing), fold boundaries included. Taps must
+// within four reflection spans, fold boundaries included (where the vector
+// fold's rounded quotient decides the flip count). Taps must
 // match bit for bit. The volume builders (builders_3d-inl.h) likewise,
 // against build_stencil_3d.
 #include <gtest/gtest.h>
@@ -138,17 +138,17 @@ std::string mismatch(const Tile<T, K, G>& tile, int64_t i, const Expected<T>& e,
     if (!same_bits(tile.mult[c][i], e.mult[c])) return differ("mult " + std::to_string(c), tile.mult[c][i], e.mult[c]);
   }
   for (int k = 0; k < K; ++k) {
-    const std::string tap = "tap " + std::to_string(k) + " ";
-    if ((a.wide || !kFloat) && tile.acc[k][i] != e.flat[k]) return differ(tap + "acc", tile.acc[k][i], e.flat[k]);
-    if (!a.strided && kFloat && tile.acc32[k][i] != e.flat[k]) {
-      return differ(tap + "acc32", tile.acc32[k][i], e.flat[k]);
-    }
-    if (a.strided && tile.valid[k][i] != e.valid[k]) return differ(tap + "valid", tile.valid[k][i], e.valid[k]);
-    if (a.strided && tile.in_off[k][i] != e.in_off[k]) return differ(tap + "in_off", tile.in_off[k][i], e.in_off[k]);
-    if (!same_bits(tile.w[k][i], e.w[k])) return differ(tap + "w", tile.w[k][i], e.w[k]);
+    const auto tap = [&](const std::string& what, double got, double want) {
+      return differ("tap " + std::to_string(k) + " " + what, got, want);
+    };
+    if ((a.wide || !kFloat) && tile.acc[k][i] != e.flat[k]) return tap("acc", tile.acc[k][i], e.flat[k]);
+    if (!a.strided && kFloat && tile.acc32[k][i] != e.flat[k]) return tap("acc32", tile.acc32[k][i], e.flat[k]);
+    if (a.strided && tile.valid[k][i] != e.valid[k]) return tap("valid", tile.valid[k][i], e.valid[k]);
+    if (a.strided && tile.in_off[k][i] != e.in_off[k]) return tap("in_off", tile.in_off[k][i], e.in_off[k]);
+    if (!same_bits(tile.w[k][i], e.w[k])) return tap("w", tile.w[k][i], e.w[k]);
     for (int c = 0; c < G && a.derivatives; ++c) {
       if (!same_bits(tile.dw[c][k][i], e.dw[c][k])) {
-        return differ(tap + "dw/d" + std::to_string(c), tile.dw[c][k][i], e.dw[c][k]);
+        return tap("dw/d" + std::to_string(c), tile.dw[c][k][i], e.dw[c][k]);
       }
     }
   }
