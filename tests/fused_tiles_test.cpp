@@ -8,7 +8,7 @@
 // infinities, huge values and lattice points; planes of 1, 2 and more
 // pixels, tiny outputs, partial tiles, and an image (a volume) large enough
 // that its pixels are split into chunks; bilinear (trilinear), bicubic
-// (float images) and, for the forward, nearest. Which plans take fused
+// (float images) and nearest. Which plans take fused
 // tiles is checked too, that strided grids and grads give the dense ones'
 // bits, that forward tiles of 2 to 4 channels give the planar and
 // channel-minor paths' bits, and that tiny images sampled as one sequence
@@ -95,9 +95,7 @@ void make_affine(Problem* p) {
 // whatever the CPU (the planner turns them on for some CPUs only).
 enum class Fused { kNo, kGathers, kWindows };
 
-// Forward and backward through the planner and drivers. Nearest has fused
-// tiles in the forward only: its backward is not run (dx and dgrid stay
-// NaN).
+// Forward and backward through the planner and drivers.
 Outputs run_plans(const Problem& p, gs::OutputMask mask, Fused fused, int threads) {
   const DType dt = p.input.dtype();
   Outputs o{Tensor(dt, p.grad.shape()), Tensor(dt, p.input.shape()), Tensor(dt, p.grid.shape())};
@@ -116,7 +114,6 @@ Outputs run_plans(const Problem& p, gs::OutputMask mask, Fused fused, int thread
   if (fused == Fused::kNo) forward.fused = nullptr;
   forward.window_reads = fused == Fused::kWindows;
   gs::cpu::run_forward(forward, p.input.view(), p.grid.view(), o.out.mutable_view());
-  if (opt.interpolation == Interpolation::kNearest) return o;
   s = gs::detail::validate_backward(p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
                                     o.dgrid.mutable_view(), opt, mask, &bp);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -148,11 +145,7 @@ TEST_P(FusedTiles, SameBitsAsBuildersAndMicrokernels) {
           Problem p = Problem::random(d, dtype, opt, seed++, range == 0.0 ? 1.0 : range);
           if (range == 0.0) make_affine(&p);
           if (specials) add_specials(&p);
-          const std::vector<gs::OutputMask> masks =
-              mode != Interpolation::kNearest
-                  ? std::vector<gs::OutputMask>{{true, true}, {true, false}, {false, true}}
-                  : std::vector<gs::OutputMask>{{true, true}};  // (the forward alone runs)
-          for (gs::OutputMask mask : masks) {
+          for (gs::OutputMask mask : {gs::OutputMask{true, true}, {true, false}, {false, true}}) {
             const Outputs want = run_plans(p, mask, Fused::kNo, 2);
             const Outputs got = run_plans(p, mask, Fused::kWindows, 2);
             const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
@@ -262,7 +255,7 @@ TEST(FusedTilesStrided, GridsAndGradsGiveTheDenseBits) {
   gs::cpu::force_targets(0);
 }
 
-// Volumes: trilinear fused tiles against the volume builders and
+// Volumes: trilinear and nearest fused tiles against the volume builders and
 // microkernels, through the volume planner and runner.
 const VolDims kVolumeShapes[] = {
     {2, 1, 1, 1, 1, 2, 2, 3},    // 1-voxel volumes
@@ -290,7 +283,6 @@ VolOutputs run_volume_plans(const VolProblem& p, gs::OutputMask mask, bool fused
   if (!fused) forward.fused = nullptr;
   s = gs::cpu::run_forward_3d(forward, p.input.view(), p.grid.view(), o.out.mutable_view());
   EXPECT_TRUE(s.ok()) << s.message();
-  if (opt.interpolation != Interpolation::kBilinear) return o;  // (as run_plans)
   s = gs::detail::validate_backward_3d(p.grad.view(), p.input.view(), p.grid.view(), o.dx.mutable_view(),
                                        o.dgrid.mutable_view(), opt, mask, &bp);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -326,11 +318,7 @@ TEST_P(FusedVolumeTiles, SameBitsAsBuildersAndMicrokernels) {
             p.grid.set({0, z, 0, w, k % 3}, specials[k % 8]);
           }
         }
-        const std::vector<gs::OutputMask> masks =
-            mode == Interpolation::kBilinear
-                ? std::vector<gs::OutputMask>{{true, true}, {true, false}, {false, true}}
-                : std::vector<gs::OutputMask>{{true, true}};  // (the forward alone runs)
-        for (gs::OutputMask mask : masks) {
+        for (gs::OutputMask mask : {gs::OutputMask{true, true}, {true, false}, {false, true}}) {
           const VolOutputs want = run_volume_plans(p, mask, false, 2);
           const VolOutputs got = run_volume_plans(p, mask, true, 2);
           const VolOutputs got3 = run_volume_plans(p, mask, true, 3);
@@ -541,9 +529,8 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
     EXPECT_EQ(gs::cpu::plan_forward(dense(1, dtype, Interpolation::kBilinear)).fused != nullptr, vector_target);
     EXPECT_EQ(gs::cpu::plan_backward(dense(1, dtype, Interpolation::kBilinear)).fused != nullptr, vector_target);
-    // Nearest: the forward alone.
     EXPECT_EQ(gs::cpu::plan_forward(dense(1, dtype, Interpolation::kNearest)).fused != nullptr, vector_target);
-    EXPECT_EQ(gs::cpu::plan_backward(dense(1, dtype, Interpolation::kNearest)).fused, nullptr);
+    EXPECT_EQ(gs::cpu::plan_backward(dense(1, dtype, Interpolation::kNearest)).fused != nullptr, vector_target);
   }
   // Window reads where fused tiles run, as the CPU's answer says (off
   // elsewhere: nothing would read the flag).
@@ -584,12 +571,15 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
   gs::detail::Problem strided = dense(1, DType::kFloat32, Interpolation::kBilinear);
   strided.input_strides = {1200, 1200, 40, 1};
   EXPECT_EQ(gs::cpu::plan_forward(strided).fused, nullptr);
-  // Volumes: trilinear likewise.
+  // Volumes: trilinear and nearest likewise.
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kBilinear, true)).fused != nullptr,
             vector_target);
   EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused != nullptr,
             vector_target);
-  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat32, Interpolation::kNearest, true)).fused != nullptr,
+            vector_target);
+  EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kFloat16, Interpolation::kNearest)).fused, nullptr);
+  EXPECT_EQ(gs::cpu::plan_backward(dense(2, DType::kFloat32, Interpolation::kNearest)).fused, nullptr);
   // Tiny images run as one sequence where the fused tiles read no windows:
   // one channel, bilinear (trilinear) or nearest, fewer than kFusedRun
   // output pixels each, planes apart by one or more planes (or none).

@@ -38,10 +38,11 @@ struct KernelTable {
   FusedBackwardFn fused_backward[3][2] = {};
   FusedForwardFn fused_forward_3d[3][2] = {};
   FusedBackwardFn fused_backward_3d[3][2] = {};
-  // ... and nearest ones (the forward alone: nearest's backward is a
-  // scatter of grad, which the planar kernels do as well).
+  // ... and nearest ones.
   FusedForwardFn fused_forward_nearest[3][2] = {};
+  FusedBackwardFn fused_backward_nearest[3][2] = {};
   FusedForwardFn fused_forward_nearest_3d[3][2] = {};
+  FusedBackwardFn fused_backward_nearest_3d[3][2] = {};
   // ... and bicubic ones of images (float only: fused_bicubic-inl.h).
   FusedForwardFn fused_forward_bicubic[3][2] = {};
   FusedBackwardFn fused_backward_bicubic[3][2] = {};

@@ -10,8 +10,9 @@
 // (docs/performance.md, "Fused one-channel tiles" and "Fused tiles for
 // images again"): a single 128^3 registration volume 1.2x (forward) and 1.3x
 // (backward) faster; one-channel images 1.1x-1.4x on a Zen 4 (AVX-512 and
-// AVX2 alike), a wash (0.94x-1.07x) on a Zen 3. The nearest forward (one
-// gather per vector) has them too ("Fused nearest forward": 1.04x-1.3x).
+// AVX2 alike), a wash (0.94x-1.07x) on a Zen 3. Nearest has them too: the
+// forward (one gather per vector; "Fused nearest forward": 1.04x-1.3x) and
+// the backward (a scatter of grad; "Fused nearest backward").
 //
 // A fused tile computes what the builder (builders-inl.h) and the planar
 // microkernel (microkernels-inl.h) compute for the same tile, from the same
@@ -21,11 +22,10 @@
 // loads instead of gathers where the pixels sit close together. The
 // drivers (forward-inl.h, backward-inl.h) call one per tile in place of the
 // builder and the microkernel when the plan has one (dense float or double
-// planes, bilinear or trilinear, or nearest in the forward: one channel, or
-// in the forward up to kMaxFusedForwardChannels) and, in the forward, the
-// output is dense. They hand a tile its pixels'
-// grid points and grad values in pixel order: in place, or copied from a
-// strided grid or grad. Everything around the tile (tasks, accumulators,
+// planes, bilinear, trilinear or nearest: one channel, or in the forward up
+// to kMaxFusedForwardChannels) and, in the forward, the output is dense.
+// They hand a tile its pixels' grid points and grad values in pixel order:
+// in place, or copied from a strided grid or grad. Everything around the tile (tasks, accumulators,
 // dgrid stores, fixed-order sums) is the drivers'.
 
 // Target-independent includes (normal include guards).
@@ -571,6 +571,54 @@ void backward_fused(const TileSource& src, int64_t, int64_t, int count, const vo
   }
 }
 
+// The nearest backward of the same pixels: grad added into `acc` at each
+// pixel's nearest element, pixels in order (backward_channel with the one
+// tap of weight 1 adds 1 * grad, which is grad), and the multipliers into
+// mult. Nearest has no dgrid sums: they stay the zeros the driver set, so
+// dgrid is mult * 0 as on the tile path.
+template <class T, Padding P, bool kAlign, int G, bool kDx>
+void backward_nearest_tile(const TileSource& src, int count, const T* g, const T* gp, T* acc, T (*mult)[kTile]) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using D = hn::ScalableTag<T>;
+  const D d;
+  const hn::RebindToSigned<D> di;
+  using TI = hn::TFromD<decltype(di)>;
+  const int lanes = static_cast<int>(hn::Lanes(d));
+  const FusedStencil<P, kAlign, D, G> stencil(d, src);
+  const NearestLanes<D, G, P != Padding::kZeros> nearest(d, stencil.size);
+  // An invalid tap adds +0 to element 0 (its index there is 0), as in
+  // backward_fused_tile.
+  alignas(64) TI index[kTile];
+  alignas(64) T add[kTile];
+  for (int i = 0; i < count; i += lanes) {
+    hn::Vec<D> m[G], x[G];
+    stencil.template padded<true>(g, i, count, m, x);
+    for (int a = 0; a < G; ++a) hn::StoreU(m[a], d, mult[a] + i);
+    if constexpr (kDx) {
+      const auto t = nearest(x);
+      alignas(64) T tail[hn::MaxLanes(D())];
+      const auto grad = hn::LoadU(d, vector_values<1>(gp, i, count, lanes, tail));
+      hn::StoreU(hn::IfThenElseZero(hn::RebindMask(di, t.valid), t.index), di, index + i);
+      hn::StoreU(hn::IfThenElseZero(t.valid, grad), d, add + i);
+    }
+  }
+  if constexpr (kDx) scatter_add(acc, index, add, count, mostly_runs(index, count));
+}
+
+// As a table entry (backward_fused's signature; nearest reads no input).
+template <class T, Padding P, bool kAlign, int G>
+void backward_fused_nearest(const TileSource& src, int64_t, int64_t, int count, const void* points, const void* grad,
+                            const void*, void* acc, bool want_dx, bool, void*, void* mult) {
+  const T* g = static_cast<const T*>(points);
+  const T* gp = static_cast<const T*>(grad);
+  auto* m = static_cast<T(*)[kTile]>(mult);
+  if (want_dx) {
+    backward_nearest_tile<T, P, kAlign, G, true>(src, count, g, gp, static_cast<T*>(acc), m);
+  } else {
+    backward_nearest_tile<T, P, kAlign, G, false>(src, count, g, gp, nullptr, m);
+  }
+}
+
 template <class S, Padding P, bool kAlign>
 void fill_fused(KernelTable* table) {
   if constexpr (std::is_same_v<S, compute_t<S>>) {
@@ -581,6 +629,8 @@ void fill_fused(KernelTable* table) {
     table->fused_backward_3d[p][a] = &backward_fused<S, P, kAlign, 3>;
     table->fused_forward_nearest[p][a] = &forward_fused<S, P, kAlign, 2, true>;
     table->fused_forward_nearest_3d[p][a] = &forward_fused<S, P, kAlign, 3, true>;
+    table->fused_backward_nearest[p][a] = &backward_fused_nearest<S, P, kAlign, 2>;
+    table->fused_backward_nearest_3d[p][a] = &backward_fused_nearest<S, P, kAlign, 3>;
   }
 }
 

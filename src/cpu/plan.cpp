@@ -105,9 +105,9 @@ bool reads_pixels_once(const Problem& p) { return few_taps(p, 4, 1); }
 bool scatters_sparsely(const Problem& p, int lanes) { return few_taps(p, 8, lanes == kLanes ? 4 : 1); }
 
 // Fused tiles (fused-inl.h) apply to one dense channel plane (volume)
-// sampled bilinearly (trilinearly) or, float images, bicubically
-// (fused_bicubic-inl.h), or in the forward by nearest, in the compute type, where the
-// builders' vector taps are exact: axes of at most 2^24 pixels for float, 2^53 for
+// sampled bilinearly (trilinearly), by nearest or, float images, bicubically
+// (fused_bicubic-inl.h), in the compute type, where the builders' vector
+// taps are exact: axes of at most 2^24 pixels for float, 2^53 for
 // double, and flat indices up to plane + Hin * Win + Win within the
 // gathers' index type (flat_taps has checked plane + Win).
 bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
@@ -117,7 +117,7 @@ bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
   const bool indices = !p.volume || tap_extent(p) < gather_index_limit(p.dtype);
   const Interpolation mode = p.options.interpolation;
   const bool cubic = mode == Interpolation::kBicubic && !p.volume && p.dtype == DType::kFloat32;
-  const bool fusable = mode == Interpolation::kBilinear || cubic || (forward && mode == Interpolation::kNearest);
+  const bool fusable = mode == Interpolation::kBilinear || cubic || mode == Interpolation::kNearest;
   const bool channels = p.c == 1 || (forward && p.c <= kMaxFusedForwardChannels);
   return channels && lanes == 1 && flat && compute_type && fusable && axes && indices;
 }
@@ -427,9 +427,16 @@ BackwardPlan plan_backward(const Problem& p) {
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
   if (fused_applies(p, plan.lanes, plan.flat_taps, false)) {
-    plan.fused = p.options.interpolation == Interpolation::kBicubic  // (images only)
-                     ? fused_entry(p, table.fused_backward_bicubic, table.fused_backward_bicubic)
-                     : fused_entry(p, table.fused_backward, table.fused_backward_3d);
+    switch (p.options.interpolation) {
+      case Interpolation::kBicubic:  // (images only)
+        plan.fused = fused_entry(p, table.fused_backward_bicubic, table.fused_backward_bicubic);
+        break;
+      case Interpolation::kNearest:
+        plan.fused = fused_entry(p, table.fused_backward_nearest, table.fused_backward_nearest_3d);
+        break;
+      default:
+        plan.fused = fused_entry(p, table.fused_backward, table.fused_backward_3d);
+    }
     plan.window_reads = window_reads_pay();
   }
   return plan;
