@@ -14,7 +14,6 @@
 
 #include "core/memory.hpp"
 #include "core/validate.hpp"
-#include "cpu/dispatch.hpp"
 #include "cpu/plan.hpp"
 #include "cpu/tuning.hpp"
 #include "gridsampler/gridsampler.hpp"
@@ -318,7 +317,7 @@ TEST(Memory, SingleTaskTakesTwoChunks) {
 }
 
 // A backward whose taps touch little of each plane (downsampling by 3 or
-// more per side; by 2 for 2 to 7 channels on some CPUs) runs on planes: dx accumulates in dx itself and the input
+// more per side; by 2 for 2 to 7 channels) runs on planes: dx accumulates in dx itself and the input
 // values are read where they lie, so the call needs no scratch.
 // Fuller coverage keeps the channel-minor blocks.
 TEST(Memory, SparseScattersNeedNoScratch) {
@@ -344,10 +343,8 @@ TEST(Memory, SparseScattersNeedNoScratch) {
     const uint64_t dgrid_partials = plan.channel_blocks == 1 ? 0 : 2 * 5 * 128 * 128 * 2 * sizeof(float) + 64;
     EXPECT_EQ(plan.workspace_bytes, dgrid_partials) << plan.problem.c;
   }
-  // A quarter of the plane: planes for narrow blocks where the CPU's
-  // forward samples planes when downsampling, blocks of 16 lanes stay.
-  EXPECT_EQ(resize(3, 512, 256, gs::Interpolation::kBilinear).lanes,
-            gs::cpu::planar_downsampling_pays() ? 1 : gs::cpu::kNarrowLanes);
+  // A quarter of the plane: planes for narrow blocks, 16-lane blocks stay.
+  EXPECT_EQ(resize(3, 512, 256, gs::Interpolation::kBilinear).lanes, 1);
   EXPECT_EQ(resize(16, 512, 256, gs::Interpolation::kBilinear).lanes, gs::cpu::kLanes);
   EXPECT_EQ(resize(3, 512, 170, gs::Interpolation::kBicubic).lanes, gs::cpu::kNarrowLanes);   // 16 taps x 1/9
   EXPECT_EQ(resize(16, 512, 128, gs::Interpolation::kBicubic).lanes, gs::cpu::kLanes);        // 4 x 16 taps x 1/16

@@ -103,14 +103,15 @@ bool reads_pixels_once(const Problem& p) { return few_taps(p, 4, 1); }
 // accumulators and the input values) for a few taps; planes accumulate into
 // dx itself and read the input where it lies, so they need no scratch.
 // Narrow blocks (2 to 7 channels) go planar from a quarter of the plane
-// (downsampling by 2, reads_pixels_once) on the CPUs where the forward does
-// (planar_downsampling_pays): on the Xeon, 2x resizes of 2 and 3 channels
-// ran 1.10x-1.51x faster; uniformly random grids at that ratio ran 0.77x,
-// but a downsampling reads its input in order (docs/performance.md,
-// "Planar downsampling backward").
+// (downsampling by 2, reads_pixels_once): on the Xeon, 2x resizes of 2 and
+// 3 channels ran 1.10x-1.51x faster; uniformly random grids at that ratio
+// ran 0.77x, but a downsampling reads its input in order (docs/performance.md,
+// "Planar downsampling backward"). Unlike the forward's planar downsampling
+// this is not a choice per CPU: planes and blocks can round dx and dgrid
+// differently, and a call's bits depend on its shape alone.
 bool scatters_sparsely(const Problem& p, int lanes) {
   if (few_taps(p, 8, lanes == kLanes ? 4 : 1)) return true;
-  return lanes == kNarrowLanes && reads_pixels_once(p) && planar_downsampling_pays();
+  return lanes == kNarrowLanes && reads_pixels_once(p);
 }
 
 // Fused tiles (fused-inl.h) apply to one dense channel plane (volume)
