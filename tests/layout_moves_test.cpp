@@ -8,6 +8,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "common/block_test_util.hpp"
@@ -211,6 +212,61 @@ void check_copies(Rng& rng) {
   for (int64_t c : {2, 3}) check_copies<L, S>(rng, c);
 }
 
+// widen_halves on every float16 bit pattern (NaN payloads included) and
+// narrow_to_halves on floats around every binade of float16, its
+// subnormals, the overflow threshold, infinities and NaNs of both signs,
+// against the scalar conversions; every length around the vector sizes,
+// with guards after the runs.
+void check_half_runs(Rng& rng) {
+  std::vector<Half> every(1 << 16);
+  for (std::size_t b = 0; b < every.size(); ++b) every[b] = Half{static_cast<uint16_t>(b)};
+  std::vector<float> wide(every.size());
+  widen_halves(every.data(), static_cast<int64_t>(every.size()), wide.data());
+  for (std::size_t b = 0; b < every.size(); ++b) {
+    ASSERT_TRUE(same_bits(wide[b], load(every[b]))) << "half bits " << b;
+  }
+  auto random_float = [&rng]() {
+    uint32_t u;
+    switch (rng.below(8)) {
+      case 0: {  // any bits: NaN payloads, infinities, huge and tiny values
+        u = static_cast<uint32_t>(rng.next());
+        break;
+      }
+      case 1: {  // near float16's overflow threshold 65520
+        const float v = 65520.0f + static_cast<float>(rng.uniform(-32, 32));
+        std::memcpy(&u, &v, sizeof u);
+        break;
+      }
+      default: {  // float16's range, subnormals included: exponents 2^-26 .. 2^16
+        const float v = std::ldexp(static_cast<float>(rng.uniform(1, 2)), static_cast<int>(rng.below(43)) - 26);
+        std::memcpy(&u, &v, sizeof u);
+        u |= static_cast<uint32_t>(rng.below(2)) << 31;
+        u ^= static_cast<uint32_t>(rng.below(2));  // an odd last bit: ties are rarer than halfway cases
+        break;
+      }
+    }
+    float v;
+    std::memcpy(&v, &u, sizeof v);
+    return v;
+  };
+  for (int64_t n : kLengths) {
+    for (int round = 0; round < 20; ++round) {
+      std::vector<float> from(static_cast<std::size_t>(n));
+      for (float& v : from) v = random_float();
+      Guarded<Half> narrow(static_cast<std::size_t>(n));
+      narrow_to_halves(from.data(), n, narrow.data());
+      ASSERT_TRUE(narrow.guards_intact()) << "n=" << n;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(same_bits(narrow[i], store<Half>(from[i]))) << "n=" << n << " i=" << i << " value " << from[i];
+      }
+      Guarded<float> back(static_cast<std::size_t>(n));
+      widen_halves(narrow.data(), n, back.data());
+      ASSERT_TRUE(back.guards_intact()) << "n=" << n;
+      for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(back[i], load(narrow[i]))) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
 template <class S>
 void check_dtype(uint64_t seed) {
   Rng rng(seed);
@@ -223,7 +279,11 @@ void check_dtype(uint64_t seed) {
 
 void TestLayoutFloat() { check_dtype<float>(11); }
 void TestLayoutDouble() { check_dtype<double>(12); }
-void TestLayoutHalf() { check_dtype<Half>(13); }
+void TestLayoutHalf() {
+  check_dtype<Half>(13);
+  Rng rng(15);
+  check_half_runs(rng);
+}
 void TestLayoutBFloat16() { check_dtype<BFloat16>(14); }
 
 }  // namespace

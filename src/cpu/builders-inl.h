@@ -31,6 +31,7 @@
 #define GRIDSAMPLER_CPU_BUILDERS_INL_H_
 #endif
 
+#include "cpu/layout-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -583,6 +584,14 @@ template <int G, class S, class T>
 HWY_INLINE void grid_points(const S* gr, const Shape4& gs, int64_t out_w, int64_t p0, int64_t count, T (*out)[kTile]) {
   if (dense_points<G>(gs, out_w)) {
     const S* g = gr + G * p0;
+    if constexpr (kHardwareHalf && std::is_same_v<S, Half>) {
+      alignas(64) float wide[G * kTile];  // (count <= kTile)
+      widen_halves(g, G * count, wide);
+      for (int64_t i = 0; i < count; ++i) {
+        for (int c = 0; c < G; ++c) out[c][i] = wide[G * i + c];
+      }
+      return;
+    }
     for (int64_t i = 0; i < count; ++i) {
       for (int c = 0; c < G; ++c) out[c][i] = load(g[G * i + c]);
     }

@@ -45,6 +45,44 @@ constexpr bool kHardwareHalf = true;
 constexpr bool kHardwareHalf = false;
 #endif
 
+// to[i] = from[i] widened to float (exact) for i < n. Where a call converts
+// a run of float16 values, whole vectors go through F16C; half_to_float per
+// value (a call each: the compiler does not inline it into the kernels)
+// took a third of a one-channel float16 backward.
+inline void widen_halves(const Half* __restrict from, int64_t n, float* __restrict to) {
+  int64_t i = 0;
+  if constexpr (kHardwareHalf) {
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const auto nf = static_cast<int64_t>(hn::Lanes(df));
+    for (; i + nf <= n; i += nf) {
+      hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(from + i))), df, to + i);
+    }
+  }
+  for (; i < n; ++i) to[i] = load(from[i]);
+}
+
+// to[i] = from[i] rounded to float16 for i < n: F16C rounds to nearest even
+// like half_from_float, and NaNs are made the canonical quiet NaN of their
+// sign first, as half_from_float does.
+inline void narrow_to_halves(const float* __restrict from, int64_t n, Half* __restrict to) {
+  int64_t i = 0;
+  if constexpr (kHardwareHalf) {
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const auto nf = static_cast<int64_t>(hn::Lanes(df));
+    const auto quiet_nan = hn::BitCast(df, hn::Set(hn::RebindToUnsigned<decltype(df)>(), 0x7fc00000u));
+    for (; i + nf <= n; i += nf) {
+      auto v = hn::LoadU(df, from + i);
+      v = hn::IfThenElse(hn::IsNaN(v), hn::CopySign(quiet_nan, v), v);
+      hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(to + i));
+    }
+  }
+  for (; i < n; ++i) to[i] = store<Half>(from[i]);
+}
+
 // Moves between planes and the [pixel][lane] layout. The general case is
 // written as plain loops in the shape compilers vectorise for every target:
 // an interleaving store of L rows read contiguously, and its inverse through
@@ -62,23 +100,11 @@ inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t 
     // float16: widen a stretch of each row with Highway (F16C on x86, exact
     // like half_to_float), then interleave floats: per element, the bit
     // conversion costs more than the rest of the transpose.
-    namespace hn = hwy::HWY_NAMESPACE;
-    const hn::ScalableTag<float> df;
-    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-    const auto nf = static_cast<int64_t>(hn::Lanes(df));
     constexpr int64_t kStretch = 256;
     alignas(64) float wide[L][kStretch];
     for (int64_t q0 = 0; q0 < n; q0 += kStretch) {
       const int64_t m = std::min(kStretch, n - q0);
-      for (int j = 0; j < rows; ++j) {
-        const S* row = src + j * row_stride + q0;
-        int64_t q = 0;
-        for (; q + nf <= m; q += nf) {
-          hn::Store(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row + q))), df,
-                    wide[j] + q);
-        }
-        for (; q < m; ++q) wide[j][q] = load(row[q]);
-      }
+      for (int j = 0; j < rows; ++j) widen_halves(src + j * row_stride + q0, m, wide[j]);
       interleave_rows<L>(&wide[0][0], kStretch, rows, m, dst + q0 * L);
     }
     return;
@@ -139,26 +165,12 @@ inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* d
     // float16: transpose floats into a stretch of rows, then narrow each row
     // with Highway (F16C on x86: round to nearest even, like half_from_float;
     // NaNs are made the canonical quiet NaN first, as half_from_float does).
-    namespace hn = hwy::HWY_NAMESPACE;
-    const hn::ScalableTag<float> df;
-    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-    const auto nf = static_cast<int64_t>(hn::Lanes(df));
-    const auto quiet_nan = hn::BitCast(df, hn::Set(hn::RebindToUnsigned<decltype(df)>(), 0x7fc00000u));
     constexpr int64_t kStretch = 256;
     alignas(64) float wide[L][kStretch];
     for (int64_t q0 = 0; q0 < n; q0 += kStretch) {
       const int64_t m = std::min(kStretch, n - q0);
       deinterleave_rows<L>(src + q0 * L, rows, m, &wide[0][0], kStretch);
-      for (int j = 0; j < rows; ++j) {
-        S* row = dst + j * row_stride + q0;
-        int64_t q = 0;
-        for (; q + nf <= m; q += nf) {
-          auto v = hn::Load(df, wide[j] + q);
-          v = hn::IfThenElse(hn::IsNaN(v), hn::CopySign(quiet_nan, v), v);
-          hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(row + q));
-        }
-        for (; q < m; ++q) row[q] = store<S>(wide[j][q]);
-      }
+      for (int j = 0; j < rows; ++j) narrow_to_halves(wide[j], m, dst + j * row_stride + q0);
     }
     return;
   }
@@ -208,11 +220,28 @@ inline void store_pairs(const T* ax, const T* bx, const T* ay, const T* by, int 
   const hn::ScalableTag<T> d;
   const int n = static_cast<int>(hn::Lanes(d));
   int i = 0;
+  auto pair = [&](hn::Vec<decltype(d)>* x, hn::Vec<decltype(d)>* y) {
+    *x = bx == nullptr ? hn::LoadU(d, ax + i) : hn::Mul(hn::LoadU(d, ax + i), hn::LoadU(d, bx + i));
+    *y = by == nullptr ? hn::LoadU(d, ay + i) : hn::Mul(hn::LoadU(d, ay + i), hn::LoadU(d, by + i));
+  };
   if constexpr (std::is_same_v<S, T>) {
     for (; i + n <= count; i += n) {
-      const auto x = bx == nullptr ? hn::LoadU(d, ax + i) : hn::Mul(hn::LoadU(d, ax + i), hn::LoadU(d, bx + i));
-      const auto y = by == nullptr ? hn::LoadU(d, ay + i) : hn::Mul(hn::LoadU(d, ay + i), hn::LoadU(d, by + i));
+      hn::Vec<decltype(d)> x, y;
+      pair(&x, &y);
       hn::StoreInterleaved2(x, y, d, out + 2 * i);
+    }
+  } else if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+    // float16: whole vectors of pairs in floats, then narrowed (a tile's
+    // pixels at a time).
+    alignas(64) float both[2 * kTile];
+    while (i + n <= count) {
+      const int i0 = i;
+      for (; i + n <= count && i - i0 < kTile; i += n) {
+        hn::Vec<decltype(d)> x, y;
+        pair(&x, &y);
+        hn::StoreInterleaved2(x, y, d, both + 2 * (i - i0));
+      }
+      narrow_to_halves(both, 2 * (i - i0), out + 2 * i0);
     }
   }
   for (; i < count; ++i) {

@@ -21,6 +21,7 @@
 #define GRIDSAMPLER_CPU_MICROKERNELS_INL_H_
 #endif
 
+#include "cpu/layout-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -68,9 +69,36 @@ inline void tap_values(const Tile<T, K, G>& t, int k, const S* __restrict ip, in
       const auto x = hn::GatherIndex(d, ip, hn::IfThenElseZero(valid, index));
       hn::StoreU(hn::IfThenElseZero(hn::RebindMask(d, valid), x), d, v + i);
     }
+  } else if constexpr (kHardwareHalf && std::is_same_v<S, Half>) {
+    // float16: the stored values gathered as they are, then widened by
+    // vector (widen_halves).
+    const auto* __restrict idx = gather_indices(&t, k);
+    alignas(64) Half raw[kTile] = {};  // (zeroed: GCC 12 warns that widen_halves may read it unset)
+    for (int i = 0; i < count; ++i) raw[i] = idx[i] != plane ? ip[idx[i]] : Half{0};
+    widen_halves(raw, count, v);
   } else {
     const auto* __restrict idx = gather_indices(&t, k);
     for (int i = 0; i < count; ++i) v[i] = idx[i] != plane ? load(ip[idx[i]]) : T(0);
+  }
+}
+
+// g[i] = the grad (forward output) value of a tile's pixel i, widened.
+template <class S, class T, int K, int G>
+inline void tile_grads(const Tile<T, K, G>& t, const S* __restrict gp, T* __restrict g) {
+  const int count = t.count;
+  if constexpr (kHardwareHalf && std::is_same_v<S, Half>) {
+    if (t.out_dense) {
+      widen_halves(gp + t.out_off[0], count, g);
+    } else {
+      alignas(64) Half raw[kTile];
+      for (int i = 0; i < count; ++i) raw[i] = gp[t.out_off[i]];
+      widen_halves(raw, count, g);
+    }
+  } else if (t.out_dense) {
+    const S* __restrict gd = gp + t.out_off[0];
+    for (int i = 0; i < count; ++i) g[i] = load(gd[i]);
+  } else {
+    for (int i = 0; i < count; ++i) g[i] = load(gp[t.out_off[i]]);
   }
 }
 
@@ -180,7 +208,15 @@ inline void forward_channel(const Tile<T, K, G>& t, const S* __restrict ip, int6
       hn::Store(hn::MulAdd(hn::LoadU(d, w + i), hn::LoadU(d, v + i), hn::Load(d, acc + i)), d, acc + i);
     }
   });
-  if (t.out_dense) {
+  if constexpr (kHardwareHalf && std::is_same_v<S, Half>) {
+    if (t.out_dense) {
+      narrow_to_halves(acc, count, op + t.out_off[0]);
+    } else {
+      alignas(64) Half raw[kTile];
+      narrow_to_halves(acc, count, raw);
+      for (int i = 0; i < count; ++i) op[t.out_off[i]] = raw[i];
+    }
+  } else if (t.out_dense) {
     S* __restrict o = op + t.out_off[0];
     for (int i = 0; i < count; ++i) o[i] = store<S>(acc[i]);
   } else {
@@ -199,12 +235,7 @@ inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, con
                              int64_t plane, T* __restrict acc, T (*__restrict sums)[kTile]) {
   const int count = t.count;
   alignas(64) T g[kTile];
-  if (t.out_dense) {
-    const S* __restrict gd = gp + t.out_off[0];
-    for (int i = 0; i < count; ++i) g[i] = load(gd[i]);
-  } else {
-    for (int i = 0; i < count; ++i) g[i] = load(gp[t.out_off[i]]);
-  }
+  tile_grads<S>(t, gp, g);
   if constexpr (kDx) {
     // An invalid tap (index `plane`) adds to a sink: `acc` may be dx itself,
     // with no zero slot after the plane.
