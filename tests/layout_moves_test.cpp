@@ -110,6 +110,23 @@ void check_store_pairs(Rng& rng) {
         ASSERT_TRUE(same_bits(out[2 * i], store<S>(x))) << "count=" << count << " i=" << i;
         ASSERT_TRUE(same_bits(out[2 * i + 1], store<S>(y))) << "count=" << count << " i=" << i;
       }
+      // Three components (volumes' dgrid).
+      T a[3][kTile], b[3][kTile];
+      for (int g = 0; g < 3; ++g) {
+        for (int i = 0; i < kTile; ++i) {
+          a[g][i] = load(random_value<S>(rng));
+          b[g][i] = load(random_value<S>(rng));
+        }
+      }
+      Guarded<S> out3(static_cast<std::size_t>(3 * count));
+      store_points<3, S>(a, with_factors ? b : nullptr, static_cast<int>(count), out3.data());
+      ASSERT_TRUE(out3.guards_intact());
+      for (int64_t i = 0; i < count; ++i) {
+        for (int g = 0; g < 3; ++g) {
+          const T v = with_factors ? T(a[g][i] * b[g][i]) : a[g][i];
+          ASSERT_TRUE(same_bits(out3[3 * i + g], store<S>(v))) << "3 components, count=" << count << " i=" << i;
+        }
+      }
     }
   }
 }

@@ -265,11 +265,16 @@ inline void store_points(const T (*a)[kTile], const T (*b)[kTile], int count, S*
     const int n = static_cast<int>(hn::Lanes(d));
     auto value = [&](int g, int i) { return b == nullptr ? a[g][i] : a[g][i] * b[g][i]; };
     int i = 0;
+    auto vec = [&](int g) {
+      return b == nullptr ? hn::LoadU(d, a[g] + i) : hn::Mul(hn::LoadU(d, a[g] + i), hn::LoadU(d, b[g] + i));
+    };
     if constexpr (std::is_same_v<S, T>) {
-      auto vec = [&](int g) {
-        return b == nullptr ? hn::LoadU(d, a[g] + i) : hn::Mul(hn::LoadU(d, a[g] + i), hn::LoadU(d, b[g] + i));
-      };
       for (; i + n <= count; i += n) hn::StoreInterleaved3(vec(0), vec(1), vec(2), d, out + 3 * i);
+    } else if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+      // float16: the whole vectors' values in floats, then narrowed.
+      alignas(64) float all[3 * kTile];  // (count <= kTile)
+      for (; i + n <= count; i += n) hn::StoreInterleaved3(vec(0), vec(1), vec(2), d, all + 3 * i);
+      narrow_to_halves(all, 3 * i, out);
     }
     for (; i < count; ++i) {
       for (int g = 0; g < 3; ++g) out[3 * i + g] = store<S>(value(g, i));
@@ -408,8 +413,11 @@ HWY_INLINE void lanes_to_pixel(const T* __restrict src, int rows, S* __restrict 
 // other: a flow field, RGB) to and from four lanes, n pixels, through
 // Highway's interleaved loads and stores; per pixel, the moves took a fifth
 // of an RGB channels-last forward.
+// (float16 pixels too, widened or narrowed a stretch at a time around the
+// float moves, where the target converts by vector.)
 template <int L, class S, class T>
-constexpr bool kPackedMoves = L == 4 && std::is_same_v<S, T>;
+constexpr bool kPackedMoves =
+    L == 4 && (std::is_same_v<S, T> || (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>));
 
 template <int R, class T>
 inline void packed_to_lanes(const T* __restrict src, int64_t n, T* __restrict dst) {
@@ -448,6 +456,28 @@ inline void lanes_to_packed(const T* __restrict src, int64_t n, T* __restrict ds
     }
   }
   for (; q < n; ++q) lanes_to_pixel<R>(src + q * 4, R, dst + q * R);
+}
+
+constexpr int64_t kPackedStretch = 256;  // pixels per float16 stretch
+
+template <int R>
+inline void packed_to_lanes(const Half* __restrict src, int64_t n, float* __restrict dst) {
+  alignas(64) float wide[kPackedStretch * R];
+  for (int64_t q = 0; q < n; q += kPackedStretch) {
+    const int64_t m = std::min(kPackedStretch, n - q);
+    widen_halves(src + q * R, m * R, wide);
+    packed_to_lanes<R>(wide, m, dst + q * 4);
+  }
+}
+
+template <int R>
+inline void lanes_to_packed(const float* __restrict src, int64_t n, Half* __restrict dst) {
+  alignas(64) float wide[kPackedStretch * R];
+  for (int64_t q = 0; q < n; q += kPackedStretch) {
+    const int64_t m = std::min(kPackedStretch, n - q);
+    lanes_to_packed<R>(src + q * 4, m, wide);
+    narrow_to_halves(wide, m * R, dst + q * R);
+  }
 }
 
 // Copies pixels [q0, q1) of the input channels [s0, s1) (at most L) of
@@ -559,6 +589,12 @@ inline void store_planes(const MutableTensorView& dx, int64_t in_w, int64_t slot
     S* d = static_cast<S*>(dx.data) + n * ds[0] + c * ds[1];
     const T* __restrict src = a + (c - c0) * (step == 1 ? slot : 1);
     if (ds[3] == 1 && ds[2] == in_w) {  // a dense plane: one flat loop
+      if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+        if (step == 1) {
+          narrow_to_halves(src, q1 - q0, d + q0);
+          continue;
+        }
+      }
       for (int64_t q = q0; q < q1; ++q) d[q] = store<S>(src[(q - q0) * step]);
     } else {
       for_each_pixel(in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
