@@ -29,6 +29,7 @@ namespace {
 using gstest::Guarded;
 using gstest::Params;
 using gstest::Rng;
+using gstest::same_bits;
 
 constexpr int kCounts[] = {1, 3, 8, 17, 63, 64};
 constexpr int64_t kPlane = 40;  // input pixels; flat index kPlane is the zero slot
@@ -287,6 +288,64 @@ void check_planar_dtype(uint64_t seed) {
   check_planar_outputs<S, 16>(rng);
 }
 
+// The planar dx scatter against the plain loop in float, exactly: taps
+// whose indices rise by 1 or 2 per pixel within a vector (a downsampling's:
+// AVX-512 adds those by windows), by 3 (too far apart for a window), by 1
+// or 2 at random, with now and then an invalid tap or a repeated index, and
+// random ones; elements no tap hits keep their values.
+void check_dx_scatter(Rng& rng) {
+  constexpr int64_t kWide = 700;
+  for (int pattern = 0; pattern < 6; ++pattern) {
+    for (int count : {1, 15, 16, 17, 31, 32, 48, 63, 64}) {
+      auto t = std::make_unique<Tile<float, 4>>();
+      t->count = count;
+      t->out_dense = true;
+      t->out_off[0] = 0;
+      for (int k = 0; k < 4; ++k) {
+        int64_t q = rng.below(kWide / 4);
+        for (int i = 0; i < count; ++i) {
+          int64_t at = q;
+          switch (pattern) {
+            case 0: q += 1; break;
+            case 1: q += 2; break;
+            case 2: q += 3; break;
+            case 3: q += 1 + rng.below(2); break;
+            case 4:  // mostly rising by 2, now and then invalid or repeated
+              q += rng.below(8) == 0 ? 0 : 2;
+              if (rng.below(10) == 0) at = kWide;
+              break;
+            default: at = rng.below(kWide + 1); break;
+          }
+          t->acc32[k][i] = static_cast<int32_t>(at);
+          t->w[k][i] = static_cast<float>(rng.uniform(-1, 1));
+        }
+      }
+      std::vector<float> grad(static_cast<std::size_t>(count));
+      for (float& v : grad) v = static_cast<float>(rng.uniform(-2, 2));
+      Guarded<float> acc(static_cast<std::size_t>(kWide));
+      std::vector<float> want(static_cast<std::size_t>(kWide));
+      for (int64_t e = 0; e < kWide; ++e) acc[e] = want[e] = static_cast<float>(rng.uniform(-1, 1));
+      for (int k = 0; k < 4; ++k) {
+        for (int i = 0; i < count; ++i) {
+          const int32_t at = t->acc32[k][i];
+          if (at != kWide) want[at] += t->w[k][i] * grad[i];
+        }
+      }
+      float sums[2][kTile] = {};
+      backward_channel<true, float, float, 4, 2, true, false>(*t, grad.data(), grad.data(), kWide, acc.data(), sums);
+      ASSERT_TRUE(acc.guards_intact()) << "pattern " << pattern << " count " << count;
+      for (int64_t e = 0; e < kWide; ++e) {
+        ASSERT_TRUE(same_bits(acc[e], want[e])) << "pattern " << pattern << " count " << count << " element " << e;
+      }
+    }
+  }
+}
+
+void TestDxScatter() {
+  Rng rng(27);
+  for (int round = 0; round < 20; ++round) check_dx_scatter(rng);
+}
+
 void TestLanesFloat() { check_compute_type<float>(21); }
 void TestLanesDouble() { check_compute_type<double>(22); }
 void TestPlanarFloat() { check_planar_dtype<float>(23); }
@@ -308,5 +367,6 @@ HWY_EXPORT_AND_TEST_P(Microkernels, TestPlanarFloat);
 HWY_EXPORT_AND_TEST_P(Microkernels, TestPlanarDouble);
 HWY_EXPORT_AND_TEST_P(Microkernels, TestPlanarHalf);
 HWY_EXPORT_AND_TEST_P(Microkernels, TestPlanarBFloat16);
+HWY_EXPORT_AND_TEST_P(Microkernels, TestDxScatter);
 }  // namespace gridsampler::cpu
 #endif

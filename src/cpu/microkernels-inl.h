@@ -224,6 +224,40 @@ inline void forward_channel(const Tile<T, K, G>& t, const S* __restrict ip, int6
   }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#define GRIDSAMPLER_WINDOW_SCATTER 1
+// acc[idx[i]] += p[i] for the 16 pixels of one vector from i, where their
+// indices rise strictly and lie within 32 elements of the first (a
+// downsampling's taps: a pixel's tap two elements after its
+// neighbour's): the window's two vectors loaded, the products spread to
+// their elements by expands, added, and stored under the mask of the
+// elements hit (no other element is written). Each element gets at most
+// one term, in the scalar loop's order, so the bits are the same (where a
+// NaN term meets a NaN sum, which NaN's payload survives is the compiler's
+// choice on either path). Returns false, touching nothing, for other
+// vectors (and for an invalid tap, index `plane`). AVX-512 only: Highway
+// 1.0 has no expand.
+inline bool window_add(float* __restrict acc, const int32_t* __restrict idx, __m512 p, int64_t plane) {
+  const __m512i at = _mm512_loadu_si512(idx);
+  const int32_t base = idx[0];
+  const __m512i previous = _mm512_permutexvar_epi32(_mm512_set_epi32(14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0), at);
+  const __m512i rel = _mm512_sub_epi32(at, _mm512_set1_epi32(base));
+  const __mmask16 rising = _mm512_cmpgt_epi32_mask(at, previous) | 1;
+  const __mmask16 near = _mm512_cmplt_epi32_mask(rel, _mm512_set1_epi32(32));
+  const __mmask16 valid = _mm512_cmplt_epi32_mask(at, _mm512_set1_epi32(static_cast<int32_t>(plane)));
+  if ((rising & near & valid) != 0xffff) return false;
+  const auto hit = static_cast<uint32_t>(_mm512_reduce_or_epi32(_mm512_sllv_epi32(_mm512_set1_epi32(1), rel)));
+  const auto lo = static_cast<__mmask16>(hit & 0xffffu), hi = static_cast<__mmask16>(hit >> 16);
+  const int below = __builtin_popcount(hit & 0xffffu);
+  const __m512 add_lo = _mm512_maskz_expand_ps(lo, p);
+  const __m512 add_hi = _mm512_maskz_expand_ps(hi, _mm512_maskz_compress_ps(static_cast<__mmask16>(0xffffu << below), p));
+  float* a = acc + base;
+  _mm512_mask_storeu_ps(a, lo, _mm512_add_ps(add_lo, _mm512_maskz_loadu_ps(lo, a)));
+  if (hi != 0) _mm512_mask_storeu_ps(a + 16, hi, _mm512_add_ps(add_hi, _mm512_maskz_loadu_ps(hi, a + 16)));
+  return true;
+}
+#endif
+
 // Backward of one channel plane over a tile: dx into `acc` (one
 // accumulator plane, flat indices: a scratch plane or dx's own), dgrid
 // terms into sums[g]. Separate
@@ -243,7 +277,20 @@ inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, con
     for (int k = 0; k < K; ++k) {
       const auto* __restrict idx = flat_indices<kFlat>(t, k);
       const T* __restrict w = t.w[k];
-      for (int i = 0; i < count; ++i) {
+      int i = 0;
+#ifdef GRIDSAMPLER_WINDOW_SCATTER
+      if constexpr (kFlat && std::is_same_v<T, float>) {
+        for (; i + 16 <= count; i += 16) {
+          const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(g + i));
+          if (window_add(acc, idx + i, p, plane)) continue;
+          for (int j = i; j < i + 16; ++j) {
+            T* a = idx[j] != plane ? acc + idx[j] : &sink;
+            *a += w[j] * g[j];
+          }
+        }
+      }
+#endif
+      for (; i < count; ++i) {
         T* a = idx[i] != plane ? acc + idx[i] : &sink;
         *a += w[i] * g[i];
       }
@@ -557,5 +604,7 @@ inline void backward_lanes(const Tile<T, K, G>& t, const T* __restrict gt, const
 }  // namespace HWY_NAMESPACE
 }  // namespace gridsampler::cpu
 HWY_AFTER_NAMESPACE();
+
+#undef GRIDSAMPLER_WINDOW_SCATTER
 
 #endif  // GRIDSAMPLER_CPU_MICROKERNELS_INL_H_
