@@ -45,6 +45,7 @@
 #define GRIDSAMPLER_CPU_FUSED_INL_H_
 #endif
 
+#include "cpu/microkernels-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -485,7 +486,19 @@ inline bool mostly_runs(const TI* idx, int count) {
 template <class T, class TI>
 inline void scatter_add(T* __restrict acc, const TI* __restrict idx, const T* __restrict add, int count, bool runs) {
   if (!runs) {
-    for (int i = 0; i < count; ++i) acc[idx[i]] += add[i];
+    int i = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    // Vectors whose indices rise strictly within a window (downsampling)
+    // add by windows, as the planar microkernel's scatter does (window_add:
+    // the same terms in the same order).
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<TI, int32_t>) {
+      for (; i + 16 <= count; i += 16) {
+        if (window_add(acc, idx + i, _mm512_loadu_ps(add + i), INT32_MAX)) continue;
+        for (int j = i; j < i + 16; ++j) acc[idx[j]] += add[j];
+      }
+    }
+#endif
+    for (; i < count; ++i) acc[idx[i]] += add[i];
     return;
   }
   TI at = idx[0];
