@@ -211,8 +211,9 @@ inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* d
 
 
 // out[2 * i] = ax[i] * bx[i], out[2 * i + 1] = ay[i] * by[i] for i < count
-// (a tile's dgrid; with bx and by null, ax[i] and ay[i] themselves: its
-// partial sums), written as pairs with Highway's interleaving store.
+// <= kTile (a tile's dgrid; with bx and by null, ax[i] and ay[i]
+// themselves: its partial sums), written as pairs with Highway's
+// interleaving store.
 // Products are plain multiplies, so every target gives the same bits.
 template <class S, class T>
 inline void store_pairs(const T* ax, const T* bx, const T* ay, const T* by, int count, S* __restrict out) {
@@ -231,18 +232,14 @@ inline void store_pairs(const T* ax, const T* bx, const T* ay, const T* by, int 
       hn::StoreInterleaved2(x, y, d, out + 2 * i);
     }
   } else if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
-    // float16: whole vectors of pairs in floats, then narrowed (a tile's
-    // pixels at a time).
+    // float16: the whole vectors' pairs in floats, then narrowed.
     alignas(64) float both[2 * kTile];
-    while (i + n <= count) {
-      const int i0 = i;
-      for (; i + n <= count && i - i0 < kTile; i += n) {
-        hn::Vec<decltype(d)> x, y;
-        pair(&x, &y);
-        hn::StoreInterleaved2(x, y, d, both + 2 * (i - i0));
-      }
-      narrow_to_halves(both, 2 * (i - i0), out + 2 * i0);
+    for (; i + n <= count; i += n) {
+      hn::Vec<decltype(d)> x, y;
+      pair(&x, &y);
+      hn::StoreInterleaved2(x, y, d, both + 2 * i);
     }
+    narrow_to_halves(both, 2 * i, out);
   }
   for (; i < count; ++i) {
     out[2 * i] = store<S>(bx == nullptr ? ax[i] : ax[i] * bx[i]);
@@ -250,8 +247,8 @@ inline void store_pairs(const T* ax, const T* bx, const T* ay, const T* by, int 
   }
 }
 
-// out[G * i + g] = a[g][i] * b[g][i] for i < count and each component g
-// (with b null, a[g][i] itself): store_pairs for (x, y), Highway's
+// out[G * i + g] = a[g][i] * b[g][i] for i < count <= kTile and each
+// component g (with b null, a[g][i] itself): store_pairs for (x, y), Highway's
 // three-way interleaving store for (x, y, z). Plain multiplies, the same
 // bits on every target.
 template <int G, class S, class T>
@@ -272,7 +269,7 @@ inline void store_points(const T (*a)[kTile], const T (*b)[kTile], int count, S*
       for (; i + n <= count; i += n) hn::StoreInterleaved3(vec(0), vec(1), vec(2), d, out + 3 * i);
     } else if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
       // float16: the whole vectors' values in floats, then narrowed.
-      alignas(64) float all[3 * kTile];  // (count <= kTile)
+      alignas(64) float all[3 * kTile];
       for (; i + n <= count; i += n) hn::StoreInterleaved3(vec(0), vec(1), vec(2), d, all + 3 * i);
       narrow_to_halves(all, 3 * i, out);
     }
