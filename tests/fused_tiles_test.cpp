@@ -11,8 +11,8 @@
 // (float images) and nearest. Which plans take fused
 // tiles is checked too, that strided grids and grads give the dense ones'
 // bits, that forward tiles of 2 to 4 channels give the planar and
-// channel-minor paths' bits, and that tiny images sampled as one sequence
-// give the bits of a run per image.
+// channel-minor paths' bits, backward ones the planar path's, and that tiny
+// images sampled as one sequence give the bits of a run per image.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/problem.hpp"
@@ -449,6 +450,157 @@ TEST(FusedChannels, ForwardGivesThePlanarAndBlockBits) {
   gs::cpu::force_targets(0);
 }
 
+// Several channels backward: planar plans of 2 to kMaxFusedBackwardChannels
+// channels (images that touch little of each plane, volumes too large for
+// channel-minor blocks) take fused tiles that compute each vector's stencil
+// once for every channel, with the bits of the builders and planar
+// microkernels: dx, and dgrid summed over the channels in order, for each
+// output mask, at 2 and 3 threads, dense grads and grads of other strides.
+template <class P, class Run>
+void expect_fused_channels_bits(const P& p, const std::string& what, Run run) {
+  const bool vector_target = gs::cpu::current_target() != HWY_SCALAR;
+  for (gs::OutputMask mask : {gs::OutputMask{true, true}, {true, false}, {false, true}}) {
+    const std::string how = what + " mask " + std::to_string(mask.input) + std::to_string(mask.grid);
+    bool fused = false;
+    const auto want = run(p, mask, false, 2, &fused);
+    const auto got = run(p, mask, true, 2, &fused);
+    EXPECT_EQ(fused, vector_target) << how;
+    const auto got3 = run(p, mask, true, 3, &fused);
+    EXPECT_EQ(got.first, want.first) << how << " dx";
+    EXPECT_EQ(got.second, want.second) << how << " dgrid";
+    EXPECT_EQ(got3.first, want.first) << how << " dx, 3 threads";
+    EXPECT_EQ(got3.second, want.second) << how << " dgrid, 3 threads";
+  }
+}
+
+// dx's and dgrid's bytes from an image backward's own plan, with its fused
+// tiles (which `*fused` reports) or without; the plan is planar.
+std::pair<gs::host::Bytes, gs::host::Bytes> image_backward(const Problem& p, gs::OutputMask mask, bool fused,
+                                                           int threads, bool* has_fused) {
+  const DType dt = p.input.dtype();
+  Tensor dx(dt, p.input.shape()), dgrid(dt, p.grid.shape());
+  dx.fill(std::nan(""));
+  dgrid.fill(std::nan(""));
+  Options opt = p.options;
+  opt.num_threads = threads;
+  gs::detail::Problem bp;
+  const gs::Status s = gs::detail::validate_backward(p.grad.view(), p.input.view(), p.grid.view(), dx.mutable_view(),
+                                                     dgrid.mutable_view(), opt, mask, &bp);
+  EXPECT_TRUE(s.ok()) << s.message();
+  gs::cpu::BackwardPlan plan = gs::cpu::plan_backward(bp);
+  EXPECT_EQ(plan.lanes, 1);
+  *has_fused = plan.fused != nullptr;
+  if (!fused) plan.fused = nullptr;
+  std::vector<unsigned char> workspace(plan.workspace_bytes);
+  gs::cpu::run_backward(plan, p.grad.view(), p.input.view(), p.grid.view(), dx.mutable_view(), dgrid.mutable_view(),
+                        workspace.data());
+  return {mask.input ? dx.storage() : gs::host::Bytes{}, mask.grid ? dgrid.storage() : gs::host::Bytes{}};
+}
+
+// ... and a volume backward's (float or double, contiguous: filled with
+// NaN and read as raw bytes, as the element-wise helpers would take most of
+// the test's time on these volumes).
+std::pair<std::vector<unsigned char>, std::vector<unsigned char>> volume_backward(const VolProblem& p,
+                                                                                   gs::OutputMask mask,
+                                                                                   bool fused, int threads,
+                                                                                   bool* has_fused) {
+  const DType dt = p.input.dtype();
+  const std::size_t size = dt == DType::kFloat64 ? sizeof(double) : sizeof(float);
+  VolTensor dx(dt, p.input.shape()), dgrid(dt, p.grid.shape());
+  const gs::MutableVolumeView dx_view = dx.mutable_view(), dgrid_view = dgrid.mutable_view();
+  auto bytes = [&](const gs::MutableVolumeView& v, int64_t numel) {
+    auto* b = static_cast<unsigned char*>(v.data);
+    return std::make_pair(b, b + numel * static_cast<int64_t>(size));
+  };
+  const auto [dx0, dx1] = bytes(dx_view, dx.numel());
+  const auto [dg0, dg1] = bytes(dgrid_view, dgrid.numel());
+  std::fill(dx0, dx1, 0xff);  // (a NaN in float and double)
+  std::fill(dg0, dg1, 0xff);
+  Options opt = p.options;
+  opt.num_threads = threads;
+  gs::detail::Problem bp;
+  gs::Status s = gs::detail::validate_backward_3d(p.grad.view(), p.input.view(), p.grid.view(), dx_view, dgrid_view,
+                                                  opt, mask, &bp);
+  EXPECT_TRUE(s.ok()) << s.message();
+  gs::cpu::BackwardPlan plan = gs::cpu::plan_backward_3d(bp, p.input.view(), dx_view);
+  EXPECT_EQ(plan.lanes, 1);
+  *has_fused = plan.fused != nullptr;
+  if (!fused) plan.fused = nullptr;
+  std::vector<unsigned char> workspace(plan.workspace_bytes);
+  s = gs::cpu::run_backward_3d(plan, p.grad.view(), p.input.view(), p.grid.view(), dx_view, dgrid_view,
+                               workspace.data());
+  EXPECT_TRUE(s.ok()) << s.message();
+  return {mask.input ? std::vector<unsigned char>(dx0, dx1) : std::vector<unsigned char>{},
+          mask.grid ? std::vector<unsigned char>(dg0, dg1) : std::vector<unsigned char>{}};
+}
+
+TEST(FusedChannels, BackwardGivesThePlanarBits) {
+  // Image backwards that touch little of each plane run on planes.
+  const Dims shapes[] = {
+      {2, 2, 40, 44, 9, 11},    // a few pixels of each plane
+      {1, 3, 64, 64, 32, 32},   // 2x downsampling: several tiles, pixel chunks
+      {3, 4, 30, 50, 1, 37},    // a row of points, a partial tile
+  };
+  const int64_t targets = gs::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    uint64_t seed = 600;
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest}) {
+      for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+        for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+          const Options opt{mode, pad, (seed & 1) != 0};
+          for (const Dims& d : shapes) {
+            for (double range : {0.0, 1.2, 40.0}) {
+              Problem p = Problem::random(d, dtype, opt, seed++, range == 0.0 ? 1.0 : range);
+              if (range == 0.0) make_affine(&p);
+              if (range == 1.2) add_specials(&p);
+              const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
+                                       std::string(gs::to_string(dtype)) + " " + to_string(d) + " range " +
+                                       std::to_string(range);
+              expect_fused_channels_bits(p, what, image_backward);
+              // A grad of other strides: copied a tile and a channel at a time.
+              Problem q = p;
+              q.grad = p.grad.relayout(Layout::kTransposedHW);
+              bool fused = false;
+              EXPECT_EQ(image_backward(q, {true, true}, true, 2, &fused), image_backward(p, {true, true}, false, 2, &fused))
+                  << what << " strided grad";
+            }
+          }
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
+
+TEST(FusedChannels, VolumeBackwardGivesThePlanarBits) {
+  // Volumes past the channel-minor blocks' bound (kMaxInterleavedBytes)
+  // run on planes: over 2^21 voxels for float, 2^20 for double. (Made once:
+  // each mode and padding reads the same values.)
+  VolProblem problems[] = {
+      VolProblem::random({1, 2, 128, 128, 129, 3, 5, 17}, DType::kFloat32, Options{}, 700, 1.2),
+      VolProblem::random({1, 3, 64, 128, 129, 2, 4, 19}, DType::kFloat64, Options{}, 701, 1.2)};
+  for (VolProblem& p : problems) p.grid.set({0, 0, 0, 0, 1}, std::nan(""));
+  const int64_t targets = gs::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    bool align = false;
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest}) {
+      for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+        for (VolProblem& p : problems) {
+          p.options = Options{mode, pad, align = !align};
+          const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(p.options) + " " +
+                                   std::string(gs::to_string(p.input.dtype())) + " " + to_string(p.dims);
+          expect_fused_channels_bits(p, what, volume_backward);
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
+
 // Tiny images sampled as one sequence of pixels (ForwardPlan::batched):
 // the same bits as a run per image, on every target, bilinear and nearest,
 // every padding and align_corners, float and double, for outputs of 1 to 49
@@ -544,8 +696,9 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
                                      gs::cpu::ForwardCopies::kNone)
                    .window_reads);
   // Planar forwards' tiles take up to kMaxFusedForwardChannels channels
-  // (whether a plan samples planes is forward_copies_test's), the
-  // backward's one.
+  // (whether a plan samples planes is forward_copies_test's), planar
+  // backwards' up to kMaxFusedBackwardChannels (bicubic ones one): sparse
+  // scatters run on planes.
   for (int64_t c = 2; c <= gs::cpu::kMaxFusedForwardChannels + 1; ++c) {
     for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
       const gs::cpu::ForwardPlan planar = gs::cpu::plan_forward(dense(c, DType::kFloat32, mode),
@@ -553,7 +706,19 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
       EXPECT_EQ(planar.fused != nullptr, c <= gs::cpu::kMaxFusedForwardChannels && vector_target) << c;
     }
   }
-  // Not for 16-bit storage, other modes, several channels backward or
+  for (int64_t c = 2; c <= gs::cpu::kMaxFusedBackwardChannels + 1; ++c) {
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
+      gs::detail::Problem downsampling = dense(c, DType::kFloat32, mode);
+      downsampling.out_h = 5;  // (few enough taps for bicubic too)
+      downsampling.out_w = 6;
+      const gs::cpu::BackwardPlan plan = gs::cpu::plan_backward(downsampling);
+      EXPECT_EQ(plan.lanes, 1) << c;
+      EXPECT_EQ(plan.fused != nullptr,
+                c <= gs::cpu::kMaxFusedBackwardChannels && mode != Interpolation::kBicubic && vector_target)
+          << c << " " << gs::to_string(mode);
+    }
+  }
+  // Not for 16-bit storage, other modes, channel-minor blocks backward or
   // strided planes.
   EXPECT_EQ(gs::cpu::plan_forward(dense(1, DType::kFloat16, Interpolation::kBilinear)).fused, nullptr);
   EXPECT_EQ(gs::cpu::plan_backward(dense(1, DType::kBFloat16, Interpolation::kBilinear)).fused, nullptr);

@@ -291,11 +291,12 @@ void check_planar_dtype(uint64_t seed) {
 // The planar dx scatter against the plain loop in float, exactly: taps
 // whose indices rise by 1 or 2 per pixel within a vector (a downsampling's:
 // AVX-512 adds those by windows), by 3 (too far apart for a window), by 1
-// or 2 at random, with now and then an invalid tap or a repeated index, and
-// random ones; elements no tap hits keep their values.
+// or 2 at random, with now and then an invalid tap or a repeated index, by
+// 0, 1 or 2 at random (a smooth warp's), in runs of two (a zoom's) and of
+// five, and random ones; elements no tap hits keep their values.
 void check_dx_scatter(Rng& rng) {
   constexpr int64_t kWide = 700;
-  for (int pattern = 0; pattern < 6; ++pattern) {
+  for (int pattern = 0; pattern < 9; ++pattern) {
     for (int count : {1, 15, 16, 17, 31, 32, 48, 63, 64}) {
       auto t = std::make_unique<Tile<float, 4>>();
       t->count = count;
@@ -314,6 +315,9 @@ void check_dx_scatter(Rng& rng) {
               q += rng.below(8) == 0 ? 0 : 2;
               if (rng.below(10) == 0) at = kWide;
               break;
+            case 5: q += rng.below(3); break;  // a smooth warp: repeats, steps of 1 and 2
+            case 6: q += i % 2; break;          // a 2x zoom: runs of two
+            case 7: q += i % 5 == 4 ? 1 : 0; break;  // runs of five
             default: at = rng.below(kWide + 1); break;
           }
           t->acc32[k][i] = static_cast<int32_t>(at);

@@ -244,7 +244,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
     // A strided grid's points and a strided grad's values for a fused tile,
     // made only where a call needs them.
     std::unique_ptr<S[]> tile_points(fused && !dense_grid ? new S[G * kTile] : nullptr);
-    std::unique_ptr<S[]> grad_tile(fused && !dense_grad ? new S[kTile] : nullptr);
+    std::unique_ptr<S[]> grad_tile(fused && !dense_grad ? new S[kMaxFusedBackwardChannels * kTile] : nullptr);
     T* my_scratch = scratch + static_cast<int64_t>(omp_get_thread_num()) * plan.scratch_elems;
     T* my_acc = my_scratch;
     T* xin = kInterleaved ? my_scratch + plan.scratch_values : nullptr;
@@ -302,18 +302,24 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
         const Tile<T, K, G>& t = *tile;
         for (int c = 0; c < G; ++c) std::fill_n(sums[c], kTile, T(0));
         if (fused) {
-          T* a = planar_dx_target<S>(plan, dx, n, 0, 0, acc);
-          const S* g = static_cast<const S*>(grad.data) + n * gs[0];
+          FusedPlanes planes;
+          planes.channels = c1 - c0;
+          planes.acc = planar_dx_target<S>(plan, dx, n, c0, c0, acc);
+          planes.acc_step = plan.direct_dx ? dx.strides[1] : slot;
+          const S* g = static_cast<const S*>(grad.data) + n * gs[0] + c0 * gs[1];
           if (dense_grad) {
-            g += p0;
+            planes.grad = g + p0;
+            planes.grad_step = gs[1];
           } else {
-            pixel_values(g, gs, p.out_w, p0, count, grad_tile.get());
-            g = grad_tile.get();
+            for (int64_t c = 0; c < c1 - c0; ++c) {
+              pixel_values(g + c * gs[1], gs, p.out_w, p0, count, grad_tile.get() + c * kTile);
+            }
+            planes.grad = grad_tile.get();
+            planes.grad_step = kTile;
           }
+          planes.input = static_cast<const S*>(input.data) + n * input.strides[0] + c0 * input.strides[1];
           const S* points = run_points<G>(grid, p.out_w, n, p0, count, dense_grid, tile_points.get());
-          plan.fused(src, n, p0, count, points, g,
-                     static_cast<const S*>(input.data) + n * input.strides[0], a, want_dx, plan.need_values, sums,
-                     tile->mult);
+          plan.fused(src, n, p0, count, points, planes, want_dx, plan.need_values, sums, tile->mult);
           tile->count = count;
         } else {
           plan.build(src, n, p0, count, tile.get());

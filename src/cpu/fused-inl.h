@@ -1,8 +1,10 @@
 // Fused tiles: one channel plane sampled bilinearly (trilinearly for
 // volumes) with each vector of output pixels' stencil kept in registers,
 // from the grid values to the taps' reads, instead of going through a Tile
-// in memory. The forward's tiles also sample a few planes with each stencil
-// (the planner says when: plan.cpp, fused_planes_pay).
+// in memory. Tiles also work a few planes with each stencil: forwards where
+// the planner says so (plan.cpp, fused_planes_pay), backwards of planar
+// plans (which touch little of each plane, or whose planes are too large
+// for channel-minor blocks).
 //
 // Why: with one channel a tile's stencils serve a single plane, so writing
 // them out and reading them back (indices, weights, derivatives, the padded
@@ -22,8 +24,9 @@
 // loads instead of gathers where the pixels sit close together. The
 // drivers (forward-inl.h, backward-inl.h) call one per tile in place of the
 // builder and the microkernel when the plan has one (dense float or double
-// planes, bilinear, trilinear or nearest: one channel, or in the forward up
-// to kMaxFusedForwardChannels) and, in the forward, the output is dense.
+// planes, bilinear, trilinear or nearest: one channel, or up to
+// kMaxFusedForwardChannels in a forward and kMaxFusedBackwardChannels in a
+// planar backward) and, in the forward, the output is dense.
 // They hand a tile its pixels' grid points and grad values in pixel order:
 // in place, or copied from a strided grid or grad. Everything around the tile (tasks, accumulators,
 // dgrid stores, fixed-order sums) is the drivers'.
@@ -565,16 +568,99 @@ void backward_fused_tile(const TileSource& src, int count, const T* g, const T* 
   }
 }
 
+// backward_fused_tile over several channel planes (FusedPlanes), each
+// vector's stencil computed once for all of them: per channel the same
+// operations as the one-channel tile, and the channels' dgrid terms added
+// in channel order (as backward_tile adds the planar microkernel's), so the
+// same bits as the planar path. A separate loop from the one-channel tile,
+// whose stencil then stays in registers.
+template <class T, Padding P, bool kAlign, int G, bool kDx, bool kDgrid>
+void backward_fused_planes(const TileSource& src, int count, const T* g, const FusedPlanes& planes, T (*sums)[kTile],
+                           T (*mult)[kTile]) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using D = hn::ScalableTag<T>;
+  const D d;
+  const hn::RebindToSigned<D> di;
+  using TI = hn::TFromD<decltype(di)>;
+  const int lanes = static_cast<int>(hn::Lanes(d));
+  const int64_t in_hw = src.in_h * src.in_w, plane = src.in_d * in_hw;
+  const int64_t channels = planes.channels, in_step = src.in_strides[1];
+  const T* gp = static_cast<const T*>(planes.grad);
+  const T* ip = static_cast<const T*>(planes.input);
+  const FusedStencil<P, kAlign, D, G> stencil(d, src);
+  constexpr int K = FusedStencil<P, kAlign, D, G>::Taps::kTaps;
+  alignas(64) TI index[K][kTile];
+  alignas(64) T product[kMaxFusedBackwardChannels][K][kTile];
+  WindowBackoff windows(src.window_reads && kWindowReads<T> && plane >= 2 * lanes);
+  for (int i = 0; i < count; i += lanes) {
+    hn::Vec<D> m[G];
+    const auto t = stencil(g, i, count, m);
+    for (int a = 0; a < G; ++a) hn::StoreU(m[a], d, mult[a] + i);
+    if constexpr (kDx) {
+      for (int k = 0; k < K; ++k) {
+        const auto valid = hn::RebindMask(di, t.valid[k]);
+        hn::StoreU(hn::IfThenElseZero(valid, linear_tap_index(di, t.base, k, src.in_w, in_hw)), di, index[k] + i);
+      }
+    }
+    const int live = std::min(lanes, count - i);
+    // Windows cover a vector in every plane or in none: the first
+    // channel's try decides for all.
+    const bool attempt = kDgrid && windows.attempt();
+    bool covered = attempt;
+    hn::Vec<D> total[G];
+    for (int a = 0; a < G; ++a) total[a] = hn::Zero(d);
+    for (int64_t c = 0; c < channels; ++c) {
+      alignas(64) T tail[hn::MaxLanes(D())];
+      const auto grad = hn::LoadU(d, vector_values<1>(gp + c * planes.grad_step, i, count, lanes, tail));
+      if constexpr (kDx) {
+        for (int k = 0; k < K; ++k) {
+          hn::StoreU(hn::IfThenElseZero(t.valid[k], hn::Mul(t.w[k], grad)), d, product[c][k] + i);
+        }
+      }
+      if constexpr (kDgrid) {
+        hn::Vec<D> v[K], s[G];
+        covered = stencil_values(d, t, live, ip + c * in_step, plane, src.in_w, in_hw, covered, v);
+        if (c == 0 && attempt) windows.result(covered);
+        for (int a = 0; a < G; ++a) s[a] = hn::Zero(d);
+        for (int k = 0; k < K; ++k) {
+          for (int a = 0; a < G; ++a) s[a] = hn::Add(s[a], hn::Mul(hn::IfThenElseZero(t.valid[k], t.dw[a][k]), v[k]));
+        }
+        for (int a = 0; a < G; ++a) total[a] = hn::Add(total[a], hn::Mul(s[a], grad));
+      }
+    }
+    if constexpr (kDgrid) {
+      for (int a = 0; a < G; ++a) hn::StoreU(total[a], d, sums[a] + i);
+    }
+  }
+  if constexpr (kDx) {
+    const bool runs = mostly_runs(index[0], count);
+    T* acc = static_cast<T*>(planes.acc);
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int k = 0; k < K; ++k) scatter_add(acc + c * planes.acc_step, index[k], product[c][k], count, runs);
+    }
+  }
+}
+
 // As a table entry: the wanted outputs chosen at run time.
 template <class T, Padding P, bool kAlign, int G>
-void backward_fused(const TileSource& src, int64_t, int64_t, int count, const void* points, const void* grad,
-                    const void* input, void* acc, bool want_dx, bool want_dgrid, void* sums, void* mult) {
+void backward_fused(const TileSource& src, int64_t, int64_t, int count, const void* points, const FusedPlanes& planes,
+                    bool want_dx, bool want_dgrid, void* sums, void* mult) {
   const T* g = static_cast<const T*>(points);
-  const T* gp = static_cast<const T*>(grad);
-  const T* ip = static_cast<const T*>(input);
-  T* a = static_cast<T*>(acc);
   auto* s = static_cast<T(*)[kTile]>(sums);
   auto* m = static_cast<T(*)[kTile]>(mult);
+  if (planes.channels > 1) {
+    if (want_dx && want_dgrid) {
+      backward_fused_planes<T, P, kAlign, G, true, true>(src, count, g, planes, s, m);
+    } else if (want_dx) {
+      backward_fused_planes<T, P, kAlign, G, true, false>(src, count, g, planes, s, m);
+    } else {
+      backward_fused_planes<T, P, kAlign, G, false, true>(src, count, g, planes, s, m);
+    }
+    return;
+  }
+  const T* gp = static_cast<const T*>(planes.grad);
+  const T* ip = static_cast<const T*>(planes.input);
+  T* a = static_cast<T*>(planes.acc);
   if (want_dx && want_dgrid) {
     backward_fused_tile<T, P, kAlign, G, true, true>(src, count, g, gp, ip, a, s, m);
   } else if (want_dx) {
@@ -584,13 +670,14 @@ void backward_fused(const TileSource& src, int64_t, int64_t, int count, const vo
   }
 }
 
-// The nearest backward of the same pixels: grad added into `acc` at each
-// pixel's nearest element, pixels in order (backward_channel with the one
-// tap of weight 1 adds 1 * grad, which is grad), and the multipliers into
-// mult. Nearest has no dgrid sums: they stay the zeros the driver set, so
-// dgrid is mult * 0 as on the tile path.
+// The nearest backward of the same pixels: each channel's grad added into
+// its dx target at each pixel's nearest element, pixels in order
+// (backward_channel with the one tap of weight 1 adds 1 * grad, which is
+// grad), and the multipliers into mult. Nearest has no dgrid sums: they
+// stay the zeros the driver set, so dgrid is mult * 0 as on the tile path.
 template <class T, Padding P, bool kAlign, int G, bool kDx>
-void backward_nearest_tile(const TileSource& src, int count, const T* g, const T* gp, T* acc, T (*mult)[kTile]) {
+void backward_nearest_tile(const TileSource& src, int count, const T* g, const FusedPlanes& planes,
+                           T (*mult)[kTile]) {
   namespace hn = hwy::HWY_NAMESPACE;
   using D = hn::ScalableTag<T>;
   const D d;
@@ -599,36 +686,42 @@ void backward_nearest_tile(const TileSource& src, int count, const T* g, const T
   const int lanes = static_cast<int>(hn::Lanes(d));
   const FusedStencil<P, kAlign, D, G> stencil(d, src);
   const NearestLanes<D, G, P != Padding::kZeros> nearest(d, stencil.size);
+  const T* gp = static_cast<const T*>(planes.grad);
   // An invalid tap adds +0 to element 0 (its index there is 0), as in
   // backward_fused_tile.
   alignas(64) TI index[kTile];
-  alignas(64) T add[kTile];
+  alignas(64) T add[kMaxFusedBackwardChannels][kTile];
   for (int i = 0; i < count; i += lanes) {
     hn::Vec<D> m[G], x[G];
     stencil.template padded<true>(g, i, count, m, x);
     for (int a = 0; a < G; ++a) hn::StoreU(m[a], d, mult[a] + i);
     if constexpr (kDx) {
       const auto t = nearest(x);
-      alignas(64) T tail[hn::MaxLanes(D())];
-      const auto grad = hn::LoadU(d, vector_values<1>(gp, i, count, lanes, tail));
       hn::StoreU(hn::IfThenElseZero(hn::RebindMask(di, t.valid), t.index), di, index + i);
-      hn::StoreU(hn::IfThenElseZero(t.valid, grad), d, add + i);
+      for (int64_t c = 0; c < planes.channels; ++c) {
+        alignas(64) T tail[hn::MaxLanes(D())];
+        const auto grad = hn::LoadU(d, vector_values<1>(gp + c * planes.grad_step, i, count, lanes, tail));
+        hn::StoreU(hn::IfThenElseZero(t.valid, grad), d, add[c] + i);
+      }
     }
   }
-  if constexpr (kDx) scatter_add(acc, index, add, count, mostly_runs(index, count));
+  if constexpr (kDx) {
+    const bool runs = mostly_runs(index, count);
+    T* acc = static_cast<T*>(planes.acc);
+    for (int64_t c = 0; c < planes.channels; ++c) scatter_add(acc + c * planes.acc_step, index, add[c], count, runs);
+  }
 }
 
 // As a table entry (backward_fused's signature; nearest reads no input).
 template <class T, Padding P, bool kAlign, int G>
-void backward_fused_nearest(const TileSource& src, int64_t, int64_t, int count, const void* points, const void* grad,
-                            const void*, void* acc, bool want_dx, bool, void*, void* mult) {
+void backward_fused_nearest(const TileSource& src, int64_t, int64_t, int count, const void* points,
+                            const FusedPlanes& planes, bool want_dx, bool, void*, void* mult) {
   const T* g = static_cast<const T*>(points);
-  const T* gp = static_cast<const T*>(grad);
   auto* m = static_cast<T(*)[kTile]>(mult);
   if (want_dx) {
-    backward_nearest_tile<T, P, kAlign, G, true>(src, count, g, gp, static_cast<T*>(acc), m);
+    backward_nearest_tile<T, P, kAlign, G, true>(src, count, g, planes, m);
   } else {
-    backward_nearest_tile<T, P, kAlign, G, false>(src, count, g, gp, nullptr, m);
+    backward_nearest_tile<T, P, kAlign, G, false>(src, count, g, planes, m);
   }
 }
 

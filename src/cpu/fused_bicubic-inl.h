@@ -218,12 +218,11 @@ void backward_fused_bicubic_tile(const TileSource& src, int64_t n, int64_t p0, i
 // As a table entry: the wanted outputs chosen at run time.
 template <Padding P, bool kAlign>
 void backward_fused_bicubic(const TileSource& src, int64_t n, int64_t p0, int count, const void* points,
-                            const void* grad, const void* input, void* acc, bool want_dx, bool want_dgrid, void* sums,
-                            void* mult) {
+                            const FusedPlanes& planes, bool want_dx, bool want_dgrid, void* sums, void* mult) {
   const float* g = static_cast<const float*>(points);
-  const float* gp = static_cast<const float*>(grad);
-  const float* ip = static_cast<const float*>(input);
-  float* a = static_cast<float*>(acc);
+  const float* gp = static_cast<const float*>(planes.grad);  // (one channel: plan.cpp)
+  const float* ip = static_cast<const float*>(planes.input);
+  float* a = static_cast<float*>(planes.acc);
   auto* s = static_cast<float(*)[kTile]>(sums);
   auto* m = static_cast<float(*)[kTile]>(mult);
   if (want_dx && want_dgrid) {

@@ -49,14 +49,26 @@ using BackwardFn = void (*)(const BackwardPlan&, const TensorView& grad, const T
 // order (G values each). The forward's tile samples `channels` planes, each
 // stencil reused for all of them: `input` and `output` are the first
 // channel's planes, the others src.in_strides[1] and src.out_strides[1]
-// elements apart. The backward's tile is one channel's: `grad` its grad
-// values, `sums` and `mult` its T[3][kTile] dgrid sums and coordinate
-// multipliers, `acc` where dx adds up.
+// elements apart. The backward's tile works the channels of FusedPlanes,
+// likewise with one stencil for all, adding each channel's dgrid terms in
+// channel order into `sums` (T[3][kTile]) and its coordinate multipliers
+// into `mult` (T[3][kTile]).
 using FusedForwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int64_t count, int64_t channels,
                                 const void* points, const void* input, void* output);
+// The planes of a backward fused tile: `channels` of them (one for bicubic
+// tiles), channel c's grad values at grad + c * grad_step (the tile's
+// pixels in order), its input plane at input + c * src.in_strides[1], and
+// where its dx adds up at acc + c * acc_step.
+struct FusedPlanes {
+  int64_t channels = 1;
+  const void* grad = nullptr;
+  int64_t grad_step = 0;
+  const void* input = nullptr;
+  void* acc = nullptr;
+  int64_t acc_step = 0;
+};
 using FusedBackwardFn = void (*)(const TileSource& src, int64_t n, int64_t p0, int count, const void* points,
-                                 const void* grad, const void* input, void* acc, bool want_dx, bool want_dgrid,
-                                 void* sums, void* mult);
+                                 const FusedPlanes& planes, bool want_dx, bool want_dgrid, void* sums, void* mult);
 
 // `threads` in both plans: the team of the plan's parallel region, the
 // call's threads (at most max_threads()) capped at the region's tasks; the

@@ -16,6 +16,9 @@ constexpr int64_t kFusedRun = 16 * kTile;
 // vector's stencil serving all of them, at most; more channels take
 // channel-minor blocks.
 constexpr int64_t kMaxFusedForwardChannels = 4;
+// ... and of a backward (bilinear, trilinear or nearest; bicubic tiles take
+// one): a tile keeps each channel's dx products until it scatters them.
+constexpr int64_t kMaxFusedBackwardChannels = 4;
 // A task's window of input lines that the one before it prefetches
 // (prefetch-inl.h), at most: 8 KiB, a 32 x 32 float image.
 constexpr int64_t kMaxPrefetchLines = 128;
