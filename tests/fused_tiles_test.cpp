@@ -451,8 +451,8 @@ TEST(FusedChannels, ForwardGivesThePlanarAndBlockBits) {
 }
 
 // Several channels backward: planar plans of 2 to kMaxFusedBackwardChannels
-// channels (images that touch little of each plane, volumes too large for
-// channel-minor blocks) take fused tiles that compute each vector's stencil
+// channels (double images that touch little of each plane, volumes too
+// large for channel-minor blocks) take fused tiles that compute each vector's stencil
 // once for every channel, with the bits of the builders and planar
 // microkernels: dx, and dgrid summed over the channels in order, for each
 // output mask, at 2 and 3 threads, dense grads and grads of other strides.
@@ -535,7 +535,8 @@ std::pair<std::vector<unsigned char>, std::vector<unsigned char>> volume_backwar
 }
 
 TEST(FusedChannels, BackwardGivesThePlanarBits) {
-  // Image backwards that touch little of each plane run on planes.
+  // Image backwards that touch little of each plane run on planes (double
+  // images through fused tiles).
   const Dims shapes[] = {
       {2, 2, 40, 44, 9, 11},    // a few pixels of each plane
       {1, 3, 64, 64, 32, 32},   // 2x downsampling: several tiles, pixel chunks
@@ -548,8 +549,9 @@ TEST(FusedChannels, BackwardGivesThePlanarBits) {
     uint64_t seed = 600;
     for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest}) {
       for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
-        for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
-          const Options opt{mode, pad, (seed & 1) != 0};
+        for (bool align : {false, true}) {
+          const DType dtype = DType::kFloat64;
+          const Options opt{mode, pad, align};
           for (const Dims& d : shapes) {
             for (double range : {0.0, 1.2, 40.0}) {
               Problem p = Problem::random(d, dtype, opt, seed++, range == 0.0 ? 1.0 : range);
@@ -697,8 +699,9 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
                    .window_reads);
   // Planar forwards' tiles take up to kMaxFusedForwardChannels channels
   // (whether a plan samples planes is forward_copies_test's), planar
-  // backwards' up to kMaxFusedBackwardChannels (bicubic ones one): sparse
-  // scatters run on planes.
+  // backwards' of double images up to kMaxFusedBackwardChannels (bicubic
+  // ones, float alone, one), of float images one: sparse scatters run on
+  // planes.
   for (int64_t c = 2; c <= gs::cpu::kMaxFusedForwardChannels + 1; ++c) {
     for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
       const gs::cpu::ForwardPlan planar = gs::cpu::plan_forward(dense(c, DType::kFloat32, mode),
@@ -708,14 +711,16 @@ TEST(FusedTilesPlan, TakenForOneDensePlaneInTheComputeType) {
   }
   for (int64_t c = 2; c <= gs::cpu::kMaxFusedBackwardChannels + 1; ++c) {
     for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic}) {
-      gs::detail::Problem downsampling = dense(c, DType::kFloat32, mode);
-      downsampling.out_h = 5;  // (few enough taps for bicubic too)
-      downsampling.out_w = 6;
-      const gs::cpu::BackwardPlan plan = gs::cpu::plan_backward(downsampling);
-      EXPECT_EQ(plan.lanes, 1) << c;
-      EXPECT_EQ(plan.fused != nullptr,
-                c <= gs::cpu::kMaxFusedBackwardChannels && mode != Interpolation::kBicubic && vector_target)
-          << c << " " << gs::to_string(mode);
+      for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+        gs::detail::Problem downsampling = dense(c, dtype, mode);
+        downsampling.out_h = 5;  // (few enough taps for bicubic too)
+        downsampling.out_w = 6;
+        const gs::cpu::BackwardPlan plan = gs::cpu::plan_backward(downsampling);
+        EXPECT_EQ(plan.lanes, 1) << c;
+        const bool fused = c <= gs::cpu::kMaxFusedBackwardChannels && mode != Interpolation::kBicubic &&
+                           dtype == DType::kFloat64 && vector_target;
+        EXPECT_EQ(plan.fused != nullptr, fused) << c << " " << gs::to_string(mode) << " " << gs::to_string(dtype);
+      }
     }
   }
   // Not for 16-bit storage, other modes, channel-minor blocks backward or

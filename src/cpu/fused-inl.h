@@ -2,9 +2,8 @@
 // volumes) with each vector of output pixels' stencil kept in registers,
 // from the grid values to the taps' reads, instead of going through a Tile
 // in memory. Tiles also work a few planes with each stencil: forwards where
-// the planner says so (plan.cpp, fused_planes_pay), backwards of planar
-// plans (which touch little of each plane, or whose planes are too large
-// for channel-minor blocks).
+// the planner says so (plan.cpp, fused_planes_pay), planar backwards of
+// volumes and double images (plan.cpp, fused_applies).
 //
 // Why: with one channel a tile's stencils serve a single plane, so writing
 // them out and reading them back (indices, weights, derivatives, the padded

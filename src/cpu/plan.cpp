@@ -115,15 +115,18 @@ bool scatters_sparsely(const Problem& p, int lanes) {
 }
 
 // Fused tiles (fused-inl.h) apply to dense channel planes (volumes), one
-// or, in a forward, up to kMaxFusedForwardChannels, in a planar backward up
-// to kMaxFusedBackwardChannels (each stencil serves every channel; on the
-// Xeon planar 2x downsampling backwards of 2 to 4 channels ran 1.06x-1.36x
-// faster than the builders and planar microkernels, docs/performance.md),
-// sampled bilinearly (trilinearly), by nearest or, one plane of a float
-// image, bicubically (fused_bicubic-inl.h), in the compute type, where the
-// builders' vector taps are exact: axes of at most 2^24 pixels for float,
-// 2^53 for double, and flat indices up to plane + Hin * Win + Win within
-// the gathers' index type (flat_taps has checked plane + Win).
+// or, in a forward, up to kMaxFusedForwardChannels, sampled bilinearly
+// (trilinearly), by nearest or, one plane of a float image, bicubically
+// (fused_bicubic-inl.h), in the compute type, where the builders' vector
+// taps are exact: axes of at most 2^24 pixels for float, 2^53 for double,
+// and flat indices up to plane + Hin * Win + Win within the gathers' index
+// type (flat_taps has checked plane + Win). Planar backwards of volumes and
+// of double images take them for up to kMaxFusedBackwardChannels (each
+// stencil serves every channel): on the Xeon 1.08x-1.37x faster than the
+// builders and planar microkernels, whose tile of 8 taps (volumes) or
+// whose 8-lane gathers (double) cost more; planar float images keep those
+// (0.85x-1.03x fused: crops, random points, resizes; docs/performance.md,
+// "Fused tiles of several channels backward").
 bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
   const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
   const int64_t exact = p.dtype == DType::kFloat64 ? int64_t{1} << 53 : int64_t{1} << 24;
@@ -132,7 +135,8 @@ bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
   const Interpolation mode = p.options.interpolation;
   const bool cubic = mode == Interpolation::kBicubic && !p.volume && p.dtype == DType::kFloat32;
   const bool fusable = mode == Interpolation::kBilinear || cubic || mode == Interpolation::kNearest;
-  const int64_t most = forward ? kMaxFusedForwardChannels : cubic ? 1 : kMaxFusedBackwardChannels;
+  const bool planes_backward = p.volume || p.dtype == DType::kFloat64;
+  const int64_t most = forward ? kMaxFusedForwardChannels : planes_backward ? kMaxFusedBackwardChannels : 1;
   const bool channels = p.c == 1 || p.c <= most;
   return channels && lanes == 1 && flat && compute_type && fusable && axes && indices;
 }
