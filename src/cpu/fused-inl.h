@@ -87,7 +87,7 @@ struct FusedStencil {
     for (int a = 0; a < G; ++a) axis[a] = SourceIndexLanes<P, kAlign, D>(tag, size[a]);
   }
 
-  void load_points(const T* from, V c[G]) const {
+  HWY_INLINE void load_points(const T* from, V c[G]) const {
     if constexpr (G == 2) {
       hwy::HWY_NAMESPACE::LoadInterleaved2(d, from, c[0], c[1]);
     } else {
@@ -96,7 +96,7 @@ struct FusedStencil {
   }
 
   template <bool kMult = true>
-  Taps operator()(const T* g, int i, int count, V mult[G]) const {
+  HWY_INLINE Taps operator()(const T* g, int i, int count, V mult[G]) const {
     V x[G];
     padded<kMult>(g, i, count, mult, x);
     if constexpr (G == 2) {
@@ -109,7 +109,7 @@ struct FusedStencil {
   // The padded source coordinates x[G] alone, and with kMult their
   // multipliers (mult is left unset without).
   template <bool kMult = true>
-  void padded(const T* g, int i, int count, V mult[G], V x[G]) const {
+  HWY_INLINE void padded(const T* g, int i, int count, V mult[G], V x[G]) const {
     namespace hn = hwy::HWY_NAMESPACE;
     const int n = static_cast<int>(hn::Lanes(d));
     alignas(64) T tail[G * hn::MaxLanes(D())];
@@ -669,12 +669,13 @@ void backward_fused(const TileSource& src, int64_t, int64_t, int count, const vo
   }
 }
 
-// The nearest backward of the same pixels: each channel's grad added into
-// its dx target at each pixel's nearest element, pixels in order
+// The nearest backward of the same pixels: each channel's grad (kSeveral:
+// FusedPlanes' channels; else one) added into its dx target at each
+// pixel's nearest element, pixels in order
 // (backward_channel with the one tap of weight 1 adds 1 * grad, which is
 // grad), and the multipliers into mult. Nearest has no dgrid sums: they
 // stay the zeros the driver set, so dgrid is mult * 0 as on the tile path.
-template <class T, Padding P, bool kAlign, int G, bool kDx>
+template <class T, Padding P, bool kAlign, int G, bool kDx, bool kSeveral>
 void backward_nearest_tile(const TileSource& src, int count, const T* g, const FusedPlanes& planes,
                            T (*mult)[kTile]) {
   namespace hn = hwy::HWY_NAMESPACE;
@@ -686,10 +687,11 @@ void backward_nearest_tile(const TileSource& src, int count, const T* g, const F
   const FusedStencil<P, kAlign, D, G> stencil(d, src);
   const NearestLanes<D, G, P != Padding::kZeros> nearest(d, stencil.size);
   const T* gp = static_cast<const T*>(planes.grad);
+  const int64_t channels = kSeveral ? planes.channels : 1, grad_step = planes.grad_step;
   // An invalid tap adds +0 to element 0 (its index there is 0), as in
   // backward_fused_tile.
   alignas(64) TI index[kTile];
-  alignas(64) T add[kMaxFusedBackwardChannels][kTile];
+  alignas(64) T add[kSeveral ? kMaxFusedBackwardChannels : 1][kTile];
   for (int i = 0; i < count; i += lanes) {
     hn::Vec<D> m[G], x[G];
     stencil.template padded<true>(g, i, count, m, x);
@@ -697,9 +699,9 @@ void backward_nearest_tile(const TileSource& src, int count, const T* g, const F
     if constexpr (kDx) {
       const auto t = nearest(x);
       hn::StoreU(hn::IfThenElseZero(hn::RebindMask(di, t.valid), t.index), di, index + i);
-      for (int64_t c = 0; c < planes.channels; ++c) {
+      for (int64_t c = 0; c < channels; ++c) {
         alignas(64) T tail[hn::MaxLanes(D())];
-        const auto grad = hn::LoadU(d, vector_values<1>(gp + c * planes.grad_step, i, count, lanes, tail));
+        const auto grad = hn::LoadU(d, vector_values<1>(gp + c * grad_step, i, count, lanes, tail));
         hn::StoreU(hn::IfThenElseZero(t.valid, grad), d, add[c] + i);
       }
     }
@@ -707,7 +709,7 @@ void backward_nearest_tile(const TileSource& src, int count, const T* g, const F
   if constexpr (kDx) {
     const bool runs = mostly_runs(index, count);
     T* acc = static_cast<T*>(planes.acc);
-    for (int64_t c = 0; c < planes.channels; ++c) scatter_add(acc + c * planes.acc_step, index, add[c], count, runs);
+    for (int64_t c = 0; c < channels; ++c) scatter_add(acc + c * planes.acc_step, index, add[c], count, runs);
   }
 }
 
@@ -717,10 +719,12 @@ void backward_fused_nearest(const TileSource& src, int64_t, int64_t, int count, 
                             const FusedPlanes& planes, bool want_dx, bool, void*, void* mult) {
   const T* g = static_cast<const T*>(points);
   auto* m = static_cast<T(*)[kTile]>(mult);
-  if (want_dx) {
-    backward_nearest_tile<T, P, kAlign, G, true>(src, count, g, planes, m);
+  if (!want_dx) {
+    backward_nearest_tile<T, P, kAlign, G, false, false>(src, count, g, planes, m);
+  } else if (planes.channels > 1) {
+    backward_nearest_tile<T, P, kAlign, G, true, true>(src, count, g, planes, m);
   } else {
-    backward_nearest_tile<T, P, kAlign, G, false>(src, count, g, planes, m);
+    backward_nearest_tile<T, P, kAlign, G, true, false>(src, count, g, planes, m);
   }
 }
 
