@@ -87,7 +87,7 @@ struct FusedStencil {
     for (int a = 0; a < G; ++a) axis[a] = SourceIndexLanes<P, kAlign, D>(tag, size[a]);
   }
 
-  HWY_INLINE void load_points(const T* from, V c[G]) const {
+  void load_points(const T* from, V c[G]) const {
     if constexpr (G == 2) {
       hwy::HWY_NAMESPACE::LoadInterleaved2(d, from, c[0], c[1]);
     } else {
@@ -95,6 +95,9 @@ struct FusedStencil {
     }
   }
 
+  // Always inlined: out of line, its 8-tap result (volumes) went back
+  // through memory, 18% of a 128^3 registration's backward in perf (inlined:
+  // forward 1.27x, backward 1.03x-1.05x; docs/performance.md).
   template <bool kMult = true>
   HWY_INLINE Taps operator()(const T* g, int i, int count, V mult[G]) const {
     V x[G];
@@ -109,7 +112,7 @@ struct FusedStencil {
   // The padded source coordinates x[G] alone, and with kMult their
   // multipliers (mult is left unset without).
   template <bool kMult = true>
-  HWY_INLINE void padded(const T* g, int i, int count, V mult[G], V x[G]) const {
+  void padded(const T* g, int i, int count, V mult[G], V x[G]) const {
     namespace hn = hwy::HWY_NAMESPACE;
     const int n = static_cast<int>(hn::Lanes(d));
     alignas(64) T tail[G * hn::MaxLanes(D())];
