@@ -97,11 +97,18 @@ struct FusedStencil {
 
   // Always inlined: out of line, its 8-tap result (volumes) went back
   // through memory, 18% of a 128^3 registration's backward in perf (inlined:
-  // forward 1.27x, backward 1.03x-1.05x; docs/performance.md).
+  // forward 1.27x, backward 1.03x-1.05x; docs/performance.md). So are the
+  // padded coordinates of volumes (their backward left padded() out of
+  // line, another 9.5%); images' stay as the compiler chooses (forced, the
+  // one-channel forwards ran 0.97x).
   template <bool kMult = true>
   HWY_INLINE Taps operator()(const T* g, int i, int count, V mult[G]) const {
     V x[G];
-    padded<kMult>(g, i, count, mult, x);
+    if constexpr (G == 3) {
+      padded_inline<kMult>(g, i, count, mult, x);
+    } else {
+      padded<kMult>(g, i, count, mult, x);
+    }
     if constexpr (G == 2) {
       return bilinear_lanes(d, x[0], x[1], size[1], size[0]);
     } else {
@@ -113,6 +120,10 @@ struct FusedStencil {
   // multipliers (mult is left unset without).
   template <bool kMult = true>
   void padded(const T* g, int i, int count, V mult[G], V x[G]) const {
+    padded_inline<kMult>(g, i, count, mult, x);
+  }
+  template <bool kMult = true>
+  HWY_INLINE void padded_inline(const T* g, int i, int count, V mult[G], V x[G]) const {
     namespace hn = hwy::HWY_NAMESPACE;
     const int n = static_cast<int>(hn::Lanes(d));
     alignas(64) T tail[G * hn::MaxLanes(D())];
