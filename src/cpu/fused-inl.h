@@ -96,11 +96,11 @@ struct FusedStencil {
   }
 
   // Always inlined: out of line, its 8-tap result (volumes) went back
-  // through memory, 18% of a 128^3 registration's backward in perf (inlined:
-  // forward 1.27x, backward 1.03x-1.05x; docs/performance.md). So are the
-  // padded coordinates of volumes (their backward left padded() out of
+  // through memory, 18% of a 128^3 registration's backward in perf. So are
+  // the padded coordinates of volumes (their backward left padded() out of
   // line, another 9.5%); images' stay as the compiler chooses (forced, the
-  // one-channel forwards ran 0.97x).
+  // one-channel forwards ran 0.97x). Both: docs/performance.md, "Fused
+  // stencils inlined".
   template <bool kMult = true>
   HWY_INLINE Taps operator()(const T* g, int i, int count, V mult[G]) const {
     V x[G];
@@ -122,6 +122,7 @@ struct FusedStencil {
   void padded(const T* g, int i, int count, V mult[G], V x[G]) const {
     padded_inline<kMult>(g, i, count, mult, x);
   }
+  // ... always inlined (volumes' stencils).
   template <bool kMult = true>
   HWY_INLINE void padded_inline(const T* g, int i, int count, V mult[G], V x[G]) const {
     namespace hn = hwy::HWY_NAMESPACE;
