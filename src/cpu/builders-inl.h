@@ -584,7 +584,7 @@ template <int G, class S, class T>
 HWY_INLINE void grid_points(const S* gr, const Shape4& gs, int64_t out_w, int64_t p0, int64_t count, T (*out)[kTile]) {
   if (dense_points<G>(gs, out_w)) {
     const S* g = gr + G * p0;
-    if constexpr (kHardwareHalf && std::is_same_v<S, Half>) {
+    if constexpr (kHalvesByVector<S, T>) {
       alignas(64) float wide[G * kTile];  // (count <= kTile)
       widen_halves(g, G * count, wide);
       for (int64_t i = 0; i < count; ++i) {

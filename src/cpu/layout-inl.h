@@ -33,7 +33,6 @@ namespace {
 
 using detail::Problem;
 
-
 // float16 <-> float32 in hardware (F16C: exact widening, narrowing to
 // nearest even). Highway emulates the conversions on other targets, and
 // there its narrowing came out an ulp off round-to-nearest-even (seen in the
@@ -44,6 +43,12 @@ constexpr bool kHardwareHalf = true;
 #else
 constexpr bool kHardwareHalf = false;
 #endif
+
+// Whether storage S converts to and from compute type T by vector, a run at
+// a time (widen_halves, narrow_to_halves below): float16 where the target
+// has F16C. Elsewhere values convert one by one (load, store<S>).
+template <class S, class T>
+constexpr bool kHalvesByVector = kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>;
 
 // to[i] = from[i] widened to float (exact) for i < n. Where a call converts
 // a run of float16 values, whole vectors go through F16C; half_to_float per
@@ -96,7 +101,7 @@ inline void narrow_to_halves(const float* __restrict from, int64_t n, Half* __re
 // and q < n, widened to T; lanes from `rows` on are zero.
 template <int L, class S, class T>
 inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t n, T* __restrict dst) {
-  if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+  if constexpr (kHalvesByVector<S, T>) {
     // float16: widen a stretch of each row with Highway (F16C on x86, exact
     // like half_to_float), then interleave floats: per element, the bit
     // conversion costs more than the rest of the transpose.
@@ -161,7 +166,7 @@ inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t 
 // inverse, rounded to S.
 template <int L, class S, class T>
 inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* dst, int64_t row_stride) {
-  if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+  if constexpr (kHalvesByVector<S, T>) {
     // float16: transpose floats into a stretch of rows, then narrow each row
     // with Highway (F16C on x86: round to nearest even, like half_from_float;
     // NaNs are made the canonical quiet NaN first, as half_from_float does).
@@ -231,7 +236,7 @@ inline void store_pairs(const T* ax, const T* bx, const T* ay, const T* by, int 
       pair(&x, &y);
       hn::StoreInterleaved2(x, y, d, out + 2 * i);
     }
-  } else if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+  } else if constexpr (kHalvesByVector<S, T>) {
     // float16: the whole vectors' pairs in floats, then narrowed.
     alignas(64) float both[2 * kTile];
     for (; i + n <= count; i += n) {
@@ -267,7 +272,7 @@ inline void store_points(const T (*a)[kTile], const T (*b)[kTile], int count, S*
     };
     if constexpr (std::is_same_v<S, T>) {
       for (; i + n <= count; i += n) hn::StoreInterleaved3(vec(0), vec(1), vec(2), d, out + 3 * i);
-    } else if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+    } else if constexpr (kHalvesByVector<S, T>) {
       // float16: the whole vectors' values in floats, then narrowed.
       alignas(64) float all[3 * kTile];
       for (; i + n <= count; i += n) hn::StoreInterleaved3(vec(0), vec(1), vec(2), d, all + 3 * i);
@@ -413,8 +418,7 @@ HWY_INLINE void lanes_to_pixel(const T* __restrict src, int rows, S* __restrict 
 // (float16 pixels too, widened or narrowed a stretch at a time around the
 // float moves, where the target converts by vector.)
 template <int L, class S, class T>
-constexpr bool kPackedMoves =
-    L == 4 && (std::is_same_v<S, T> || (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>));
+constexpr bool kPackedMoves = L == 4 && (std::is_same_v<S, T> || kHalvesByVector<S, T>);
 
 template <int R, class T>
 inline void packed_to_lanes(const T* __restrict src, int64_t n, T* __restrict dst) {
@@ -586,7 +590,7 @@ inline void store_planes(const MutableTensorView& dx, int64_t in_w, int64_t slot
     S* d = static_cast<S*>(dx.data) + n * ds[0] + c * ds[1];
     const T* __restrict src = a + (c - c0) * (step == 1 ? slot : 1);
     if (ds[3] == 1 && ds[2] == in_w) {  // a dense plane: one flat loop
-      if constexpr (kHardwareHalf && std::is_same_v<S, Half> && std::is_same_v<T, float>) {
+      if constexpr (kHalvesByVector<S, T>) {
         if (step == 1) {
           narrow_to_halves(src, q1 - q0, d + q0);
           continue;

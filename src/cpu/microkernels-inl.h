@@ -69,7 +69,7 @@ inline void tap_values(const Tile<T, K, G>& t, int k, const S* __restrict ip, in
       const auto x = hn::GatherIndex(d, ip, hn::IfThenElseZero(valid, index));
       hn::StoreU(hn::IfThenElseZero(hn::RebindMask(d, valid), x), d, v + i);
     }
-  } else if constexpr (kHardwareHalf && std::is_same_v<S, Half>) {
+  } else if constexpr (kHalvesByVector<S, T>) {
     // float16: the stored values gathered as they are, then widened by
     // vector (widen_halves).
     const auto* __restrict idx = gather_indices(&t, k);
@@ -86,7 +86,7 @@ inline void tap_values(const Tile<T, K, G>& t, int k, const S* __restrict ip, in
 template <class S, class T, int K, int G>
 inline void tile_grads(const Tile<T, K, G>& t, const S* __restrict gp, T* __restrict g) {
   const int count = t.count;
-  if constexpr (kHardwareHalf && std::is_same_v<S, Half>) {
+  if constexpr (kHalvesByVector<S, T>) {
     if (t.out_dense) {
       widen_halves(gp + t.out_off[0], count, g);
     } else {
@@ -208,7 +208,7 @@ inline void forward_channel(const Tile<T, K, G>& t, const S* __restrict ip, int6
       hn::Store(hn::MulAdd(hn::LoadU(d, w + i), hn::LoadU(d, v + i), hn::Load(d, acc + i)), d, acc + i);
     }
   });
-  if constexpr (kHardwareHalf && std::is_same_v<S, Half>) {
+  if constexpr (kHalvesByVector<S, T>) {
     if (t.out_dense) {
       narrow_to_halves(acc, count, op + t.out_off[0]);
     } else {
