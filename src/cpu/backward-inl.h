@@ -15,6 +15,7 @@
 
 #include "core/dtype.hpp"
 #include "cpu/plan.hpp"
+#include "cpu/reach.hpp"
 #include "cpu/tile.hpp"
 
 // Per-target part: re-included once for every target.
@@ -68,17 +69,17 @@ inline void backward_plane(const Tile<T, K, G>& t, const S* gp, const S* ip, int
 
 // One task's channels over one tile: the microkernel for the wanted
 // outputs, per channel plane or per sub-block of L channels in order (a
-// fixed order of the dgrid sums).
+// fixed order of the dgrid sums; sub-blocks' accumulators and values `sub`
+// apart).
 template <class S, int K, int L, int G>
 inline void backward_tile(const BackwardPlan& plan, const TensorView& grad, const TensorView& input,
                           const MutableTensorView& dx, const Tile<compute_t<S>, K, G>& t, int64_t n, int64_t c0,
-                          int64_t c1, int64_t p0, compute_t<S>* acc, const compute_t<S>* values, compute_t<S>* gt,
-                          compute_t<S> (*sums)[kTile]) {
+                          int64_t c1, int64_t p0, compute_t<S>* acc, const compute_t<S>* values, int64_t sub,
+                          compute_t<S>* gt, compute_t<S> (*sums)[kTile]) {
   using T = compute_t<S>;
   const detail::Problem& p = plan.problem;
   const bool want_dx = p.mask.input, need_values = plan.need_values;
   if constexpr (L > 1) {
-    const int64_t sub = (in_plane(p) + 1) * L;
     for (int64_t b = 0; b < (c1 - c0 + L - 1) / L; ++b) {
       load_grad_lanes<L, S>(grad, p.out_w, n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), t.out_off, t.count, p0, gt);
       T* ab = want_dx ? acc + b * sub : nullptr;
@@ -118,29 +119,6 @@ inline void store_dx(const BackwardPlan& plan, const MutableTensorView& dx, int6
   } else {
     store_planes<S>(dx, p.in_w, plane + 1, n, c0, c1, acc, 1, 0, plane);
   }
-}
-
-// The input pixels [lo, hi) that a built tile's taps reach (lo >= hi when
-// none is valid: invalid taps index the zero slot, `plane`).
-template <class T, int K, int G>
-inline void tap_span(const Tile<T, K, G>& t, int64_t plane, bool int32_taps, int64_t& lo, int64_t& hi) {
-  int64_t mn = plane, mx = -1;
-  auto reach = [&](const auto* taps) {
-    for (int i = 0; i < t.count; ++i) {
-      const int64_t q = taps[i];
-      mn = std::min(mn, q);
-      mx = std::max(mx, q < plane ? q : int64_t{-1});
-    }
-  };
-  for (int k = 0; k < K; ++k) {
-    if (int32_taps) {
-      reach(t.acc32[k]);
-    } else {
-      reach(t.acc[k]);
-    }
-  }
-  lo = mn;
-  hi = mx + 1;
 }
 
 // A pixel chunk's accumulators, zeroed only where its taps reach: the
@@ -249,6 +227,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
     T* my_acc = my_scratch;
     T* xin = kInterleaved ? my_scratch + plan.scratch_values : nullptr;
     T* gt = kInterleaved ? my_scratch + plan.scratch_grad : nullptr;
+    std::vector<int64_t> keep;  // a windowed task's first row kept, per tile
 
     // Chunks of one (n, block) share one copy of its input values, made by
     // `chunks` tasks, a range of pixels each.
@@ -266,8 +245,10 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       }
     }
 
-#pragma omp for schedule(static)
-    for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
+    // Runs one task; with cap > 0 through a window of that many rows
+    // (RowWindow), and then false if a tile reaches outside it, leaving the
+    // task to be run again with whole planes.
+    auto run_task = [&](int64_t task, int64_t cap) -> bool {
       const int64_t n = task / (blocks * chunks);
       const int64_t block = (task / chunks) % blocks;
       const int64_t part = task % chunks;
@@ -277,7 +258,10 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
                : chunks == 1 ? my_acc
                              : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
       ChunkBand<T, L> band{acc, acc_rows, row_elems};
-      if (want_dx && plan.direct_dx) {
+      RowWindow<L, S> win{p, input, dx, n, c0, c1, acc, plan.need_values ? xin : nullptr, std::max<int64_t>(cap, 1)};
+      if (cap > 0) {
+        win.start();
+      } else if (want_dx && plan.direct_dx) {
         for (int64_t c = c0; c < c1; ++c) std::fill_n(direct_dx_plane<S>(dx, n, c), plane, T(0));
       } else if (banded) {
         band.zero(plane, slot);  // the zero slots, where invalid taps add nothing
@@ -286,7 +270,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       }
       const T* block_values = shared_values ? values + (n * blocks + block) * acc_elems : xin;
       if constexpr (kInterleaved) {
-        if (plan.need_values && !shared_values) {
+        if (plan.need_values && !shared_values && cap == 0) {
           for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
             copy_values<L, S>(p, input, n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), xin + b * sub, 0, plane);
           }
@@ -321,6 +305,11 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
           const S* points = run_points<G>(grid, p.out_w, n, p0, count, dense_grid, tile_points.get());
           plan.fused(src, n, p0, count, points, planes, want_dx, plan.need_values, sums, tile->mult);
           tile->count = count;
+        } else if (cap > 0) {
+          win.retire(keep[(p0 - p_begin) / kTile]);
+          plan.build(src, n, p0, count, tile.get());
+          if (!win.admit(*tile)) return false;
+          backward_tile<S, K, L, G>(plan, grad, input, dx, t, n, c0, c1, p0, win.acc, win.values, win.sub, gt, sums);
         } else {
           plan.build(src, n, p0, count, tile.get());
           if (banded) {
@@ -328,7 +317,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
             tap_span(t, plane, int32_taps, lo, hi);
             band.widen(lo, hi);
           }
-          backward_tile<S, K, L, G>(plan, grad, input, dx, t, n, c0, c1, p0, acc, block_values, gt, sums);
+          backward_tile<S, K, L, G>(plan, grad, input, dx, t, n, c0, c1, p0, acc, block_values, sub, gt, sums);
         }
         if (want_dgrid && blocks == 1) {
           store_dgrid<S, G>(dgrid, p.out_w, n, p0, t.count, t.mult, sums);
@@ -340,11 +329,27 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
           if (block == 0) store_points<G, T, T>(t.mult, nullptr, t.count, mult);
         }
       }
-      if (want_dx && chunks == 1 && !plan.direct_dx) store_dx<S, L>(plan, dx, n, c0, c1, acc);
+      if (cap > 0) {
+        win.retire(in_rows(p));
+      } else if (want_dx && chunks == 1 && !plan.direct_dx) {
+        store_dx<S, L>(plan, dx, n, c0, c1, acc);
+      }
       if (want_dx && chunks > 1) {
         reach[2 * task] = banded ? band.z0 : 0;
         reach[2 * task + 1] = banded ? band.z1 : plane;
       }
+      return true;
+    };
+
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
+      int64_t cap = 0;
+      if (plan.row_windows) {
+        const int64_t n = task / (blocks * chunks), part = task % chunks;
+        const int64_t p_begin = part * chunk, p_end = std::min(pixels, p_begin + chunk);
+        cap = row_window_size<G, S>(p, grid, n, p_begin, p_end, plan.window_margin, in_rows(p) / 2, keep);
+      }
+      if (!run_task(task, cap)) run_task(task, 0);
     }
 
     // Fixed-order sums of what spans tasks (the barrier of `omp for` above

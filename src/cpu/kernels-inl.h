@@ -14,6 +14,7 @@
 #include "cpu/fused-inl.h"
 #include "cpu/fused_bicubic-inl.h"
 #include "cpu/prefetch-inl.h"
+#include "cpu/window-inl.h"
 #include "cpu/forward-inl.h"
 #include "cpu/backward-inl.h"
 #include "cpu/second_order-inl.h"

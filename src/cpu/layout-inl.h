@@ -482,17 +482,15 @@ inline void lanes_to_packed(const float* __restrict src, int64_t n, Half* __rest
 }
 
 // Copies pixels [q0, q1) of the input channels [s0, s1) (at most L) of
-// image n into xb as [pixel][lane], zero in unused lanes, and (with the
-// last pixel) zeroes the dummy slot after the plane.
+// image n as [pixel][lane] to `at` (where pixel q0 goes), zero in unused
+// lanes.
 template <int L, class S, class T>
-void copy_values(const Problem& p, const TensorView& input, int64_t n, int64_t s0, int64_t s1,
-                 T* __restrict xb, int64_t q0, int64_t q1) {
-  const int64_t plane = in_plane(p);
+void copy_values_at(const Problem& p, const TensorView& input, int64_t n, int64_t s0, int64_t s1,
+                    T* __restrict at, int64_t q0, int64_t q1) {
   const Shape4& is = input.strides;
   const S* ib = static_cast<const S*>(input.data) + n * is[0] + s0 * is[1];
-  if (q1 == plane) std::fill_n(xb + plane * L, L, T(0));
   if (is[3] == 1 && is[2] == p.in_w) {  // dense planes
-    interleave_rows<L>(ib + q0, is[1], static_cast<int>(s1 - s0), q1 - q0, xb + q0 * L);
+    interleave_rows<L>(ib + q0, is[1], static_cast<int>(s1 - s0), q1 - q0, at);
   } else if (is[1] == 1) {  // channels contiguous (channels-last)
     const int rows = static_cast<int>(s1 - s0);
     with_rows<L>(rows, [&](auto R) {
@@ -500,24 +498,34 @@ void copy_values(const Problem& p, const TensorView& input, int64_t n, int64_t s
       if constexpr (kPackedMoves<L, S, T> && (kR == 2 || kR == 3)) {
         if (is[3] == kR) {
           for_each_row_run(p.in_w, q0, q1, [&](int64_t q, int64_t m, int64_t y, int64_t x) {
-            packed_to_lanes<kR>(ib + y * is[2] + x * kR, m, xb + q * L);
+            packed_to_lanes<kR>(ib + y * is[2] + x * kR, m, at + (q - q0) * L);
           });
           return;
         }
       }
       for_each_pixel(p.in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
-        pixel_to_lanes<L, kR>(ib + y * is[2] + x * is[3], rows, xb + q * L);
+        pixel_to_lanes<L, kR>(ib + y * is[2] + x * is[3], rows, at + (q - q0) * L);
       });
     });
   } else {
-    std::fill_n(xb + q0 * L, (q1 - q0) * L, T(0));
+    std::fill_n(at, (q1 - q0) * L, T(0));
     for (int64_t c = s0; c < s1; ++c) {
       const S* ip = ib + (c - s0) * is[1];
       for_each_pixel(p.in_w, q0, q1, [&](int64_t q, int64_t y, int64_t x) {
-        xb[q * L + (c - s0)] = load(ip[y * is[2] + x * is[3]]);
+        at[(q - q0) * L + (c - s0)] = load(ip[y * is[2] + x * is[3]]);
       });
     }
   }
+}
+
+// The same into a copy of the whole plane at xb (pixel q at xb + q * L),
+// and, with the last pixel, zero in the dummy slot after the plane.
+template <int L, class S, class T>
+void copy_values(const Problem& p, const TensorView& input, int64_t n, int64_t s0, int64_t s1,
+                 T* __restrict xb, int64_t q0, int64_t q1) {
+  const int64_t plane = in_plane(p);
+  if (q1 == plane) std::fill_n(xb + plane * L, L, T(0));
+  copy_values_at<L, S>(p, input, n, s0, s1, xb + q0 * L, q0, q1);
 }
 
 // Copies grad channels [s0, s1) (at most L) of image n at a tile's pixels

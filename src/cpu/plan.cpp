@@ -419,6 +419,7 @@ BackwardPlan plan_backward(const Problem& p) {
   // chunks (bounded with the chunks' partials, by kMaxChunkBytes).
   plan.need_values = p.mask.grid && p.options.interpolation != Interpolation::kNearest;
   plan.shared_values = plan.lanes > 1 && plan.need_values && chunks > 1;
+  plan.row_windows = plan.lanes > 1 && chunks == 1 && (p.mask.input || plan.need_values);
   if (plan.shared_values) plan.values = take(mul(mul(tasks, plan.accumulator_elems), elem));
   // Per thread: one task's accumulators (unless chunks accumulate in the
   // workspace) and, interleaved, the block's input values (unless shared)

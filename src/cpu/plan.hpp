@@ -140,6 +140,15 @@ struct BackwardPlan {
   BuildTileFn build = nullptr;
   FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused
   bool window_reads = false;        // as ForwardPlan::window_reads
+  // Interleaved tasks of a single chunk keep their accumulators and values
+  // in sliding windows of input rows (window-inl.h) where the grid's reach
+  // (reach.hpp) allows: the same bits, memory for a band of rows instead
+  // of a plane.
+  bool row_windows = false;
+  // Rows beyond the stencil's reach that the reach estimate adds for
+  // rounding (tests set it below 0 to make tiles reach outside their
+  // windows, which the drivers must catch).
+  int64_t window_margin = 1;
 };
 
 // How an interleaved forward gets its channel-minor copies: as the planner

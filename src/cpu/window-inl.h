@@ -1,0 +1,165 @@
+// Sliding windows of input rows for interleaved backward tasks. A task's
+// dx accumulators and input values, [pixel][lane] copies of its channel
+// block, would take a plane's worth each; but a smooth warp's or an affine
+// crop's tiles, taken in output order, reach a band of input rows that moves
+// down the plane. A window keeps only that band, in ring buffers of `cap`
+// rows: rows enter (accumulators zeroed, values copied) when a tile first
+// reaches them, and leave, written to dx, once no later tile can reach them
+// (reach.hpp estimates that from the grid before the task starts). Every dx
+// value is the same sum in the same order as with whole planes, so the bits
+// are the same; only which memory holds it, and for how long, differs.
+
+// Target-independent includes (normal include guards).
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dtype.hpp"
+#include "core/zero_fill.hpp"
+#include "cpu/plan.hpp"
+#include "cpu/tile.hpp"
+
+// Per-target part: re-included once for every target.
+#if defined(GRIDSAMPLER_CPU_WINDOW_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GRIDSAMPLER_CPU_WINDOW_INL_H_
+#undef GRIDSAMPLER_CPU_WINDOW_INL_H_
+#else
+#define GRIDSAMPLER_CPU_WINDOW_INL_H_
+#endif
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gridsampler::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+// The input pixels [lo, hi) that a built tile's taps reach (lo >= hi when
+// none is valid: invalid taps index the zero slot, `plane`).
+template <class T, int K, int G>
+inline void tap_span(const Tile<T, K, G>& t, int64_t plane, bool int32_taps, int64_t& lo, int64_t& hi) {
+  int64_t mn = plane, mx = -1;
+  auto reach = [&](const auto* taps) {
+    for (int i = 0; i < t.count; ++i) {
+      const int64_t q = taps[i];
+      mn = std::min(mn, q);
+      mx = std::max(mx, q < plane ? q : int64_t{-1});
+    }
+  };
+  for (int k = 0; k < K; ++k) {
+    if (int32_taps) {
+      reach(t.acc32[k]);
+    } else {
+      reach(t.acc[k]);
+    }
+  }
+  lo = mn;
+  hi = mx + 1;
+}
+
+// One task's window: channels [c0, c1) of image n in sub-blocks of L lanes,
+// rows [lo, hi) live, those below lo written to dx. Ring row r % cap holds
+// row r; a sub-block's ring is `ring` pixels and a zero slot, `sub` values.
+// `acc` is null when dx is not wanted, `values` when the task reads none.
+template <int L, class S>
+struct RowWindow {
+  using T = compute_t<S>;
+  const detail::Problem& p;
+  const TensorView& input;
+  const MutableTensorView& dx;
+  int64_t n, c0, c1;
+  T* acc;
+  T* values;
+  int64_t cap;
+  int64_t width = p.in_w, rows = in_rows(p), ring = cap * width, sub = (ring + 1) * L;
+  int64_t lo = 0, hi = 0;
+
+  int64_t blocks() const { return (c1 - c0 + L - 1) / L; }
+
+  // The zero slots: where invalid taps read values (and add nothing).
+  void start() {
+    for (int64_t b = 0; b < blocks(); ++b) {
+      if (acc != nullptr) std::fill_n(acc + b * sub + ring * L, L, T(0));
+      if (values != nullptr) std::fill_n(values + b * sub + ring * L, L, T(0));
+    }
+  }
+
+  // f(r0, r1, at): rows [r0, r1) split where the ring wraps, `at` the ring
+  // pixel of r0.
+  template <class F>
+  void pieces(int64_t r0, int64_t r1, F&& f) const {
+    while (r0 < r1) {
+      const int64_t at = r0 % cap, m = std::min(r1 - r0, cap - at);
+      f(r0, r0 + m, at * width);
+      r0 += m;
+    }
+  }
+
+  // Writes rows [lo, to) to dx (rows never reached: zeros) and drops them.
+  void retire(int64_t to) {
+    to = std::min(to, rows);
+    if (to <= lo) return;
+    if (acc != nullptr) {
+      pieces(lo, std::min(to, hi), [&](int64_t r0, int64_t r1, int64_t at) {
+        store_lanes<L, S>(dx, width, ring + 1, n, c0, c1, acc + at * L, r0 * width, r1 * width);
+      });
+      const int64_t z0 = std::max(lo, hi);
+      if (z0 < to) {
+        const Shape4& ds = dx.strides;
+        S* d = static_cast<S*>(dx.data) + n * ds[0] + c0 * ds[1] + z0 * ds[2];
+        detail::zero_fill<3>(d, sizeof(S), {c1 - c0, to - z0, width}, {ds[1], ds[2], ds[3]});
+      }
+    }
+    lo = to;
+    hi = std::max(hi, to);
+  }
+
+  // Brings rows up to `to` in: accumulators zeroed, values copied. False
+  // when the window would outgrow its ring.
+  bool extend(int64_t to) {
+    if (to <= hi) return true;
+    if (to - lo > cap) return false;
+    pieces(hi, to, [&](int64_t r0, int64_t r1, int64_t at) {
+      for (int64_t b = 0; b < blocks(); ++b) {
+        if (acc != nullptr) std::fill_n(acc + b * sub + at * L, (r1 - r0) * width * L, T(0));
+        if (values != nullptr) {
+          const int64_t s0 = c0 + b * L, s1 = std::min(c1, s0 + L);
+          copy_values_at<L, S>(p, input, n, s0, s1, values + b * sub + at * L, r0 * width, r1 * width);
+        }
+      }
+    });
+    hi = to;
+    return true;
+  }
+
+  // Takes a built tile in: its rows brought in and its flat indices moved
+  // into the ring (the zero slot to the ring's). False when the tile reaches
+  // a row already written out, or more rows than the ring holds: the task
+  // then runs again with whole planes.
+  template <int K, int G>
+  bool admit(Tile<T, K, G>& t) {
+    constexpr bool kInt32 = std::is_same_v<T, float>;
+    const int64_t plane = rows * width;
+    int64_t q0 = 0, q1 = 0;
+    tap_span(t, plane, kInt32, q0, q1);
+    if (q0 < q1 && (q0 < lo * width || !extend((q1 - 1) / width + 1))) return false;
+    const int64_t base = lo / cap * ring;
+    for (int k = 0; k < K; ++k) {
+      auto* idx = gather_indices(&t, k);
+      using I = std::remove_reference_t<decltype(idx[0])>;
+      const I b = static_cast<I>(base), r = static_cast<I>(ring), z = static_cast<I>(plane);
+      for (int i = 0; i < t.count; ++i) {
+        const I q = idx[i] - b;
+        idx[i] = idx[i] == z ? r : (q >= r ? q - r : q);
+      }
+    }
+    return true;
+  }
+};
+
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace gridsampler::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // GRIDSAMPLER_CPU_WINDOW_INL_H_
