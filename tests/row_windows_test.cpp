@@ -175,9 +175,9 @@ template <int G>
 int64_t window_size(const gs::detail::Problem& p, const gs::TensorView& grid4, DType dtype) {
   std::vector<int64_t> keep;
   const int64_t pixels = p.out_d * p.out_h * p.out_w, most = p.in_d * p.in_h / 2;
-  if (dtype == DType::kFloat64) return gs::cpu::row_window_size<G, double>(p, grid4, 0, 0, pixels, 1, most, keep);
-  if (dtype == DType::kFloat16) return gs::cpu::row_window_size<G, gs::Half>(p, grid4, 0, 0, pixels, 1, most, keep);
-  return gs::cpu::row_window_size<G, float>(p, grid4, 0, 0, pixels, 1, most, keep);
+  if (dtype == DType::kFloat64) return gs::cpu::row_window<G, double>(p, grid4, 0, 0, pixels, 1, most, keep).rows;
+  if (dtype == DType::kFloat16) return gs::cpu::row_window<G, gs::Half>(p, grid4, 0, 0, pixels, 1, most, keep).rows;
+  return gs::cpu::row_window<G, float>(p, grid4, 0, 0, pixels, 1, most, keep).rows;
 }
 
 TEST(RowWindows, ImagesGiveWholePlanesBits) {
@@ -186,6 +186,8 @@ TEST(RowWindows, ImagesGiveWholePlanesBits) {
       {1, 16, 48, 40, 40, 44},  // a full block
       {2, 20, 30, 34, 24, 30},  // two sub-blocks
       {1, 8, 64, 20, 30, 18},   // downsampling
+      {1, 3, 32, 32, 128, 128}, // upsampling: 16 pixel chunks
+      {1, 16, 96, 80, 96, 80},  // two pixel chunks
   };
   const int64_t targets = gs::cpu::available_targets();
   for (int64_t t = targets; t != 0; t &= t - 1) {
@@ -234,6 +236,7 @@ TEST(RowWindows, VolumesGiveWholePlanesBits) {
   const VolDims shapes[] = {
       {1, 4, 32, 6, 8, 32, 6, 8},  // narrow lanes
       {2, 16, 24, 5, 6, 20, 5, 7},  // a full block
+      {1, 4, 32, 16, 16, 32, 16, 16},  // two voxel chunks
   };
   const int64_t targets = gs::cpu::available_targets();
   for (int64_t t = targets; t != 0; t &= t - 1) {

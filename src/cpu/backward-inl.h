@@ -214,6 +214,20 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   const int64_t acc_rows = acc_elems / row_elems;
   const bool int32_taps = std::is_same_v<T, float> && (kInterleaved || plan.flat_taps);
   std::vector<int64_t> reach(want_dx && chunks > 1 ? static_cast<std::size_t>(2 * p.n * blocks * chunks) : 0);
+  // Pixel chunks in row windows: each chunk's reach, and per (n, block)
+  // whether all its chunks take windows, and whether one of them failed to
+  // (a tile outside its window: the (n, block) then runs again with whole
+  // planes).
+  const int64_t tasks = p.n * blocks * chunks;
+  const bool chunk_windows = plan.row_windows && chunks > 1;
+  std::vector<WindowShape> shapes(chunk_windows ? static_cast<std::size_t>(tasks) : 0);
+  std::vector<RowSpan> spans(shapes.size());
+  std::vector<unsigned char> windowed(chunk_windows ? static_cast<std::size_t>(p.n * blocks) : 0);
+  std::vector<unsigned char> failed(chunk_windows ? static_cast<std::size_t>(tasks) : 0);  // per task
+  auto task_pixels = [&](int64_t task) {
+    const int64_t p_begin = task % chunks * chunk;
+    return std::make_pair(p_begin, std::min(pixels, p_begin + chunk));
+  };
 
 #pragma omp parallel num_threads(plan.threads)
   {
@@ -227,21 +241,51 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
     T* my_acc = my_scratch;
     T* xin = kInterleaved ? my_scratch + plan.scratch_values : nullptr;
     T* gt = kInterleaved ? my_scratch + plan.scratch_grad : nullptr;
-    std::vector<int64_t> keep;  // a windowed task's first row kept, per tile
+    std::vector<int64_t> keep;  // a windowed task's first row kept, per tile (reach.hpp)
 
     // Chunks of one (n, block) share one copy of its input values, made by
     // `chunks` tasks, a range of pixels each.
+    auto copy_shared = [&](int64_t task) {
+      const int64_t nb = task / chunks, n = nb / blocks;
+      const int64_t c0 = (nb % blocks) * cb_size, c1 = std::min(p.c, c0 + cb_size);
+      const int64_t q0 = (task % chunks) * span, q1 = std::min(plane, q0 + span);
+      if (q0 >= q1) return;
+      for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
+        copy_values<L, S>(p, input, n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), values + nb * acc_elems + b * sub,
+                          q0, q1);
+      }
+    };
+    // Whether (n, block) nb ran in windows throughout (after the tasks).
+    auto windows_of = [&](int64_t nb) {
+      if (!chunk_windows || windowed[nb] == 0) return false;
+      for (int64_t part = 0; part < chunks; ++part) {
+        if (failed[nb * chunks + part] != 0) return false;
+      }
+      return true;
+    };
+    auto redo = [&](int64_t nb) { return chunk_windows && windowed[nb] != 0 && !windows_of(nb); };
+    if (chunk_windows) {
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < tasks; ++task) {
+        const auto [p_begin, p_end] = task_pixels(task);
+        shapes[task] = row_window<G, S>(p, grid, task / (blocks * chunks), p_begin, p_end, plan.window_margin,
+                                        in_rows(p) / 2, keep);
+      }
+#pragma omp for schedule(static)
+      for (int64_t nb = 0; nb < p.n * blocks; ++nb) {
+        bool all = true;
+        for (int64_t part = 0; part < chunks; ++part) {
+          const WindowShape& w = shapes[nb * chunks + part];
+          all = all && w.rows > 0;
+          spans[nb * chunks + part] = {w.lo, w.hi};
+        }
+        windowed[nb] = all ? 1 : 0;
+      }
+    }
     if (shared_values) {
 #pragma omp for schedule(static)
-      for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
-        const int64_t nb = task / chunks, n = nb / blocks;
-        const int64_t c0 = (nb % blocks) * cb_size, c1 = std::min(p.c, c0 + cb_size);
-        const int64_t q0 = (task % chunks) * span, q1 = std::min(plane, q0 + span);
-        if (q0 >= q1) continue;
-        for (int64_t b = 0; b < sub_blocks(c0, c1); ++b) {
-          copy_values<L, S>(p, input, n, c0 + b * L, std::min(c1, c0 + (b + 1) * L),
-                            values + nb * acc_elems + b * sub, q0, q1);
-        }
+      for (int64_t task = 0; task < tasks; ++task) {
+        if (!chunk_windows || windowed[task / chunks] == 0) copy_shared(task);
       }
     }
 
@@ -258,7 +302,15 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
                : chunks == 1 ? my_acc
                              : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
       ChunkBand<T, L> band{acc, acc_rows, row_elems};
-      RowWindow<L, S> win{p, input, dx, n, c0, c1, acc, plan.need_values ? xin : nullptr, std::max<int64_t>(cap, 1)};
+      RowWindow<L, S> win{p, input, dx, n, c0, c1, want_dx ? my_acc : nullptr, plan.need_values ? xin : nullptr,
+                          std::max<int64_t>(cap, 1)};
+      if (cap > 0 && chunks > 1) {
+        win.spans = spans.data() + task / chunks * chunks;
+        win.chunks = chunks;
+        win.part = part;
+        win.partial = acc;
+        win.lo = win.hi = spans[task].lo;
+      }
       if (cap > 0) {
         win.start();
       } else if (want_dx && plan.direct_dx) {
@@ -330,11 +382,14 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
         }
       }
       if (cap > 0) {
-        win.retire(in_rows(p));
+        win.retire(chunks > 1 ? spans[task].hi : in_rows(p));
       } else if (want_dx && chunks == 1 && !plan.direct_dx) {
         store_dx<S, L>(plan, dx, n, c0, c1, acc);
       }
-      if (want_dx && chunks > 1) {
+      if (want_dx && chunks > 1 && cap > 0) {
+        reach[2 * task] = spans[task].lo * p.in_w;
+        reach[2 * task + 1] = spans[task].hi * p.in_w;
+      } else if (want_dx && chunks > 1) {
         reach[2 * task] = banded ? band.z0 : 0;
         reach[2 * task + 1] = banded ? band.z1 : plane;
       }
@@ -342,14 +397,32 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
     };
 
 #pragma omp for schedule(static)
-    for (int64_t task = 0; task < p.n * blocks * chunks; ++task) {
+    for (int64_t task = 0; task < tasks; ++task) {
       int64_t cap = 0;
-      if (plan.row_windows) {
-        const int64_t n = task / (blocks * chunks), part = task % chunks;
-        const int64_t p_begin = part * chunk, p_end = std::min(pixels, p_begin + chunk);
-        cap = row_window_size<G, S>(p, grid, n, p_begin, p_end, plan.window_margin, in_rows(p) / 2, keep);
+      if (plan.row_windows && (chunks == 1 || windowed[task / chunks] != 0)) {
+        const auto [p_begin, p_end] = task_pixels(task);
+        cap = row_window<G, S>(p, grid, task / (blocks * chunks), p_begin, p_end, plan.window_margin, in_rows(p) / 2,
+                               keep)
+                  .rows;
       }
-      if (!run_task(task, cap)) run_task(task, 0);
+      if (!run_task(task, cap)) {
+        if (chunks == 1) {
+          run_task(task, 0);
+        } else {
+          failed[task] = 1;
+        }
+      }
+    }
+    if (chunk_windows) {
+      // (n, block)s whose windows failed: again with whole planes.
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < tasks; ++task) {
+        if (shared_values && redo(task / chunks)) copy_shared(task);
+      }
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < tasks; ++task) {
+        if (redo(task / chunks)) run_task(task, 0);
+      }
     }
 
     // Fixed-order sums of what spans tasks (the barrier of `omp for` above
@@ -366,10 +439,23 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
         const int64_t c0 = (nb % blocks) * cb_size, c1 = std::min(p.c, c0 + cb_size);
         const T* parts = dx_partials + nb * chunks * acc_elems;
         const int64_t* bands = reach.data() + 2 * nb * chunks;
+        // Windowed chunks wrote the pixels that one chunk alone reaches to
+        // dx: only the rest is summed (pieces end where a band does).
+        const bool skip_single = windows_of(nb);
         for (int64_t r = 0; r < acc_rows && c0 + r * L < c1; ++r) {
           const int64_t s0 = c0 + r * L, s1 = std::min(c1, s0 + L);
-          for (int64_t e0 = q0; e0 < q1; e0 += kPiece) {
-            const int64_t e1 = std::min(q1, e0 + kPiece);
+          for (int64_t e0 = q0, e1 = q0; e0 < q1; e0 = e1) {
+            e1 = std::min(q1, e0 + kPiece);
+            int64_t cover = 0;
+            if (skip_single) {
+              for (int64_t part = 0; part < chunks; ++part) {
+                const int64_t z0 = bands[2 * part], z1 = bands[2 * part + 1];
+                cover += z0 <= e0 && e0 < z1 ? 1 : 0;
+                if (z0 > e0) e1 = std::min(e1, z0);
+                if (z1 > e0) e1 = std::min(e1, z1);
+              }
+              if (cover == 1) continue;
+            }
             for (int64_t part = 0; part < chunks; ++part) {
               sum_band<L>(piece.get(), parts + part * acc_elems + r * row_elems, bands[2 * part],
                           bands[2 * part + 1], e0, e1, part == 0);

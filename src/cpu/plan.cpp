@@ -419,16 +419,21 @@ BackwardPlan plan_backward(const Problem& p) {
   // chunks (bounded with the chunks' partials, by kMaxChunkBytes).
   plan.need_values = p.mask.grid && p.options.interpolation != Interpolation::kNearest;
   plan.shared_values = plan.lanes > 1 && plan.need_values && chunks > 1;
-  plan.row_windows = plan.lanes > 1 && chunks == 1 && (p.mask.input || plan.need_values);
+  plan.row_windows = plan.lanes > 1 && (p.mask.input || plan.need_values);
   if (plan.shared_values) plan.values = take(mul(mul(tasks, plan.accumulator_elems), elem));
   // Per thread: one task's accumulators (unless chunks accumulate in the
   // workspace) and, interleaved, the block's input values (unless shared)
-  // and a grad tile. (Interleaved buffers are bounded by kMaxInterleavedBytes.)
+  // and a grad tile; with row windows, room for both whatever the chunks
+  // (a window's ring uses the start of each, a band of rows, and a task
+  // whose grid reaches too far for one the whole). (Interleaved buffers are
+  // bounded by kMaxInterleavedBytes.)
   uint64_t elems = 0;
-  if (p.mask.input && chunks == 1 && !plan.direct_dx) elems = add(elems, plan.accumulator_elems);
+  if (p.mask.input && (chunks == 1 || plan.row_windows) && !plan.direct_dx) {
+    elems = add(elems, plan.accumulator_elems);
+  }
   if (plan.lanes > 1) {
     plan.scratch_values = static_cast<int64_t>(elems);
-    if (plan.need_values && !plan.shared_values) elems = add(elems, plan.accumulator_elems);
+    if (plan.need_values && (!plan.shared_values || plan.row_windows)) elems = add(elems, plan.accumulator_elems);
     plan.scratch_grad = static_cast<int64_t>(elems);
     elems = add(elems, kTile * plan.lanes);
   }

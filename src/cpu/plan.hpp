@@ -140,10 +140,11 @@ struct BackwardPlan {
   BuildTileFn build = nullptr;
   FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused
   bool window_reads = false;        // as ForwardPlan::window_reads
-  // Interleaved tasks of a single chunk keep their accumulators and values
-  // in sliding windows of input rows (window-inl.h) where the grid's reach
-  // (reach.hpp) allows: the same bits, memory for a band of rows instead
-  // of a plane.
+  // Interleaved tasks keep their accumulators and values in sliding
+  // windows of input rows (window-inl.h) where the grid's reach (reach.hpp)
+  // allows: the same bits, memory for a band of rows instead of a plane.
+  // Pixel chunks of one (n, block) take windows when all of them can; they
+  // then write the rows that one chunk alone reaches straight to dx.
   bool row_windows = false;
   // Rows beyond the stencil's reach that the reach estimate adds for
   // rounding (tests set it below 0 to make tiles reach outside their

@@ -116,12 +116,17 @@ RowSpan reach_rows(const detail::Problem& p, const TensorView& grid, int64_t n, 
 // The window a task over output pixels [p_begin, p_end) of image n needs,
 // tile by tile (kTile pixels each, the last one shorter): keep[t] is the
 // first row that tile t or any later tile can reach (all rows when none
-// can), and the result the most rows live at once, from keep[t] to the
-// furthest row a tile up to t can reach; 0 when the window would hold more
-// than `most` rows (the task then keeps whole planes).
+// can). `rows` is the most rows live at once, from keep[t] to the furthest
+// row a tile up to t can reach, or 0 when the window would hold more than
+// `most` rows (the task then keeps whole planes); [lo, hi) the rows the
+// task can reach at all.
+struct WindowShape {
+  int64_t rows = 0, lo = 0, hi = 0;
+};
+
 template <int G, class S>
-int64_t row_window_size(const detail::Problem& p, const TensorView& grid, int64_t n, int64_t p_begin, int64_t p_end,
-                    int64_t margin, int64_t most, std::vector<int64_t>& keep) {
+WindowShape row_window(const detail::Problem& p, const TensorView& grid, int64_t n, int64_t p_begin, int64_t p_end,
+                       int64_t margin, int64_t most, std::vector<int64_t>& keep) {
   const int64_t tiles = (p_end - p_begin + kTile - 1) / kTile;
   const int64_t rows = p.in_d * p.in_h;
   keep.resize(static_cast<std::size_t>(tiles));
@@ -133,13 +138,16 @@ int64_t row_window_size(const detail::Problem& p, const TensorView& grid, int64_
     reach_hi[t] = r.empty() ? 0 : r.hi;
   }
   for (int64_t t = tiles - 1; t > 0; --t) keep[t - 1] = std::min(keep[t - 1], keep[t]);
+  WindowShape w;
   int64_t need = 1, furthest = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     furthest = std::max(furthest, reach_hi[t]);
     need = std::max(need, furthest - keep[t]);
-    if (need > most) return 0;
+    if (need > most) return w;
   }
-  return need;
+  w.rows = need;
+  w.lo = tiles > 0 ? std::min(keep[0], furthest) : 0;
+  w.hi = furthest;
+  return w;
 }
-
 }  // namespace gridsampler::cpu

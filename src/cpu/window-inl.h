@@ -17,6 +17,7 @@
 #include "core/dtype.hpp"
 #include "core/zero_fill.hpp"
 #include "cpu/plan.hpp"
+#include "cpu/reach.hpp"
 #include "cpu/tile.hpp"
 
 // Per-target part: re-included once for every target.
@@ -58,9 +59,15 @@ inline void tap_span(const Tile<T, K, G>& t, int64_t plane, bool int32_taps, int
 }
 
 // One task's window: channels [c0, c1) of image n in sub-blocks of L lanes,
-// rows [lo, hi) live, those below lo written to dx. Ring row r % cap holds
+// rows [lo, hi) live, those below lo written out. Ring row r % cap holds
 // row r; a sub-block's ring is `ring` pixels and a zero slot, `sub` values.
 // `acc` is null when dx is not wanted, `values` when the task reads none.
+//
+// A task that is one of several pixel chunks of its (n, block) writes the
+// rows that only its own reach covers (`spans`, one per chunk, from
+// row_window) straight to dx, and the rest to its partial accumulators
+// (`partial`, a plane's worth in [pixel][lane] order, sub-blocks `slot`
+// pixels apart) for the fixed-order sums after the chunks.
 template <int L, class S>
 struct RowWindow {
   using T = compute_t<S>;
@@ -73,6 +80,10 @@ struct RowWindow {
   int64_t cap;
   int64_t width = p.in_w, rows = in_rows(p), ring = cap * width, sub = (ring + 1) * L;
   int64_t lo = 0, hi = 0;
+  // (chunks only)
+  const RowSpan* spans = nullptr;
+  int64_t chunks = 1, part = 0;
+  T* partial = nullptr;
 
   int64_t blocks() const { return (c1 - c0 + L - 1) / L; }
 
@@ -95,19 +106,55 @@ struct RowWindow {
     }
   }
 
-  // Writes rows [lo, to) to dx (rows never reached: zeros) and drops them.
+  // The end of the run of rows from r (at most `to`) whose cover by the
+  // other chunks' reach does not change, and whether it is covered.
+  int64_t run_end(int64_t r, int64_t to, bool* shared) const {
+    *shared = false;
+    int64_t end = to;
+    for (int64_t j = 0; j < chunks; ++j) {
+      if (j == part || spans[j].empty()) continue;
+      *shared = *shared || (spans[j].lo <= r && r < spans[j].hi);
+      if (spans[j].lo > r) end = std::min(end, spans[j].lo);
+      if (spans[j].hi > r) end = std::min(end, spans[j].hi);
+    }
+    return end;
+  }
+
+  // Rows [r0, r1) (live from the ring up to hi, zeros past it) to dx, or
+  // to the partial accumulators where other chunks reach them too.
+  void write_rows(int64_t r0, int64_t r1, bool shared) {
+    const int64_t live = std::clamp(hi, r0, r1);
+    if (shared) {
+      const int64_t slot = in_plane(p) + 1;
+      for (int64_t b = 0; b < blocks(); ++b) {
+        T* to = partial + b * slot * L;
+        pieces(r0, live, [&](int64_t q0, int64_t q1, int64_t at) {
+          std::copy_n(acc + b * sub + at * L, (q1 - q0) * width * L, to + q0 * width * L);
+        });
+        std::fill(to + live * width * L, to + r1 * width * L, T(0));
+      }
+      return;
+    }
+    pieces(r0, live, [&](int64_t q0, int64_t q1, int64_t at) {
+      store_lanes<L, S>(dx, width, ring + 1, n, c0, c1, acc + at * L, q0 * width, q1 * width);
+    });
+    if (live < r1) {
+      const Shape4& ds = dx.strides;
+      S* d = static_cast<S*>(dx.data) + n * ds[0] + c0 * ds[1] + live * ds[2];
+      detail::zero_fill<3>(d, sizeof(S), {c1 - c0, r1 - live, width}, {ds[1], ds[2], ds[3]});
+    }
+  }
+
+  // Writes rows [lo, to) out (rows never reached: zeros) and drops them.
   void retire(int64_t to) {
     to = std::min(to, rows);
     if (to <= lo) return;
     if (acc != nullptr) {
-      pieces(lo, std::min(to, hi), [&](int64_t r0, int64_t r1, int64_t at) {
-        store_lanes<L, S>(dx, width, ring + 1, n, c0, c1, acc + at * L, r0 * width, r1 * width);
-      });
-      const int64_t z0 = std::max(lo, hi);
-      if (z0 < to) {
-        const Shape4& ds = dx.strides;
-        S* d = static_cast<S*>(dx.data) + n * ds[0] + c0 * ds[1] + z0 * ds[2];
-        detail::zero_fill<3>(d, sizeof(S), {c1 - c0, to - z0, width}, {ds[1], ds[2], ds[3]});
+      for (int64_t r = lo; r < to;) {
+        bool shared = false;
+        const int64_t end = chunks > 1 ? run_end(r, to, &shared) : to;
+        write_rows(r, end, shared);
+        r = end;
       }
     }
     lo = to;
