@@ -100,7 +100,8 @@ struct Bytes2 {
 };
 
 // dx's and dgrid's bytes (dx in `layout`) of an image backward, windows on
-// (with `margin`) or off; *windows reports whether the plan asks for them.
+// wherever they apply (with `margin`) or never; *planned reports whether
+// the plan has them.
 Bytes2 image_backward(const Problem& p, gs::OutputMask mask, int threads, bool windows, int64_t margin,
                       Layout layout, bool* planned) {
   const DType dt = p.input.dtype();
@@ -113,9 +114,9 @@ Bytes2 image_backward(const Problem& p, gs::OutputMask mask, int threads, bool w
   const gs::Status s = gs::detail::validate_backward(p.grad.view(), p.input.view(), p.grid.view(), dx.mutable_view(),
                                                      dgrid.mutable_view(), opt, mask, &bp);
   EXPECT_TRUE(s.ok()) << s.message();
-  gs::cpu::BackwardPlan plan = gs::cpu::plan_backward(bp);
+  gs::cpu::BackwardPlan plan =
+      gs::cpu::plan_backward(bp, windows ? gs::cpu::RowWindows::kWherever : gs::cpu::RowWindows::kNever);
   *planned = plan.row_windows;
-  plan.row_windows = plan.row_windows && windows;
   plan.window_margin = margin;
   std::vector<unsigned char> workspace(plan.workspace_bytes);
   gs::cpu::run_backward(plan, p.grad.view(), p.input.view(), p.grid.view(), dx.mutable_view(), dgrid.mutable_view(),
@@ -135,9 +136,9 @@ Bytes2 volume_backward(const VolProblem& p, gs::OutputMask mask, int threads, bo
   gs::Status s = gs::detail::validate_backward_3d(p.grad.view(), p.input.view(), p.grid.view(), dx.mutable_view(),
                                                   dgrid.mutable_view(), opt, mask, &bp);
   EXPECT_TRUE(s.ok()) << s.message();
-  gs::cpu::BackwardPlan plan = gs::cpu::plan_backward_3d(bp, p.input.view(), dx.mutable_view());
+  gs::cpu::BackwardPlan plan = gs::cpu::plan_backward_3d(
+      bp, p.input.view(), dx.mutable_view(), windows ? gs::cpu::RowWindows::kWherever : gs::cpu::RowWindows::kNever);
   *planned = plan.row_windows;
-  plan.row_windows = plan.row_windows && windows;
   plan.window_margin = margin;
   std::vector<unsigned char> workspace(plan.workspace_bytes);
   s = gs::cpu::run_backward_3d(plan, p.grad.view(), p.input.view(), p.grid.view(), dx.mutable_view(),
@@ -160,10 +161,11 @@ template <class Run>
 void expect_window_bits(const std::string& what, Interpolation mode, Run run) {
   for (gs::OutputMask mask : {gs::OutputMask{true, true}, {true, false}, {false, true}}) {
     const std::string how = what + " mask " + std::to_string(mask.input) + std::to_string(mask.grid);
-    bool planned = false;
+    bool planned = true;
     const Bytes2 want = run(mask, 2, false, 1, &planned);
-    EXPECT_EQ(planned, mask.input || mode != Interpolation::kNearest) << how;
+    EXPECT_FALSE(planned) << how;
     EXPECT_TRUE(run(mask, 2, true, 1, &planned) == want) << how;
+    EXPECT_EQ(planned, mask.input || mode != Interpolation::kNearest) << how;
     EXPECT_TRUE(run(mask, 3, true, 1, &planned) == want) << how << ", 3 threads";
     EXPECT_TRUE(run(mask, 1, true, -4, &planned) == want) << how << ", margin -4";
   }
@@ -289,6 +291,30 @@ TEST(RowWindows, NoneForGridsThatJumpAbout) {
                                             dgrid.mutable_view(), Options{}, {}, &bp)
                   .ok());
   EXPECT_EQ(window_size<2>(bp, p.grid.view(), DType::kFloat32), 0);
+}
+
+// The planner's choice: windows where a task's whole-plane buffers would
+// take kMinWindowBytes or more, interleaved plans only.
+TEST(RowWindowsPlan, TakenForLargeInterleavedBuffers) {
+  auto plan = [](int64_t c, int64_t side, DType dtype) {
+    gs::detail::Problem p;
+    p.n = 1;
+    p.c = c;
+    p.in_h = p.in_w = p.out_h = p.out_w = side;
+    p.dtype = dtype;
+    p.input_strides = p.dx_strides = {c * side * side, side * side, side, 1};
+    return gs::cpu::plan_backward(p);
+  };
+  // 16 channels of 512^2 floats: 16 MiB a buffer; of 256^2: 4 MiB.
+  EXPECT_EQ(plan(16, 512, DType::kFloat32).lanes, 16);
+  EXPECT_TRUE(plan(16, 512, DType::kFloat32).row_windows);
+  EXPECT_FALSE(plan(16, 256, DType::kFloat32).row_windows);
+  // 3 channels (4 lanes) of 1024^2: 16 MiB; of 256^2: 1 MiB.
+  EXPECT_TRUE(plan(3, 1024, DType::kFloat32).row_windows);
+  EXPECT_FALSE(plan(3, 256, DType::kFloat32).row_windows);
+  // One channel: planes, no windows.
+  EXPECT_EQ(plan(1, 2048, DType::kFloat32).lanes, 1);
+  EXPECT_FALSE(plan(1, 2048, DType::kFloat32).row_windows);
 }
 
 // Every valid tap of the scalar stencil of every pixel lies in the rows

@@ -221,6 +221,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   const int64_t tasks = p.n * blocks * chunks;
   const bool chunk_windows = plan.row_windows && chunks > 1;
   std::vector<WindowShape> shapes(chunk_windows ? static_cast<std::size_t>(tasks) : 0);
+  std::vector<std::vector<int64_t>> keeps(shapes.size());  // each chunk's keep (row_window)
   std::vector<RowSpan> spans(shapes.size());
   std::vector<unsigned char> windowed(chunk_windows ? static_cast<std::size_t>(p.n * blocks) : 0);
   std::vector<unsigned char> failed(chunk_windows ? static_cast<std::size_t>(tasks) : 0);  // per task
@@ -269,7 +270,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       for (int64_t task = 0; task < tasks; ++task) {
         const auto [p_begin, p_end] = task_pixels(task);
         shapes[task] = row_window<G, S>(p, grid, task / (blocks * chunks), p_begin, p_end, plan.window_margin,
-                                        in_rows(p) / 2, keep);
+                                        in_rows(p) / 2, keeps[task]);
       }
 #pragma omp for schedule(static)
       for (int64_t nb = 0; nb < p.n * blocks; ++nb) {
@@ -302,14 +303,22 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
                : chunks == 1 ? my_acc
                              : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
       ChunkBand<T, L> band{acc, acc_rows, row_elems};
-      RowWindow<L, S> win{p, input, dx, n, c0, c1, want_dx ? my_acc : nullptr, plan.need_values ? xin : nullptr,
-                          std::max<int64_t>(cap, 1)};
+      // (a ring for the rows needed at once and two batches; the values'
+      // ring right after the accumulators', where the scratch has room for
+      // both: a compact span of memory)
+      const int64_t ring_rows = std::min(in_rows(p), cap + 2 * std::max<int64_t>(kWindowBatch / p.in_w, 1));
+      T* values_ring = !plan.need_values ? nullptr
+                       : want_dx         ? my_acc + sub_blocks(c0, c1) * (ring_rows * p.in_w + 1) * L
+                                         : xin;
+      RowWindow<L, S> win{p, input, dx, n, c0, c1, want_dx ? my_acc : nullptr, values_ring, ring_rows};
+      const int64_t* tile_keep = chunks > 1 && cap > 0 ? keeps[task].data() : keep.data();
       if (cap > 0 && chunks > 1) {
         win.spans = spans.data() + task / chunks * chunks;
         win.chunks = chunks;
         win.part = part;
         win.partial = acc;
         win.lo = win.hi = spans[task].lo;
+        win.limit = spans[task].hi;
       }
       if (cap > 0) {
         win.start();
@@ -358,7 +367,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
           plan.fused(src, n, p0, count, points, planes, want_dx, plan.need_values, sums, tile->mult);
           tile->count = count;
         } else if (cap > 0) {
-          win.retire(keep[(p0 - p_begin) / kTile]);
+          win.retire(tile_keep[(p0 - p_begin) / kTile]);
           plan.build(src, n, p0, count, tile.get());
           if (!win.admit(*tile)) return false;
           backward_tile<S, K, L, G>(plan, grad, input, dx, t, n, c0, c1, p0, win.acc, win.values, win.sub, gt, sums);
@@ -382,7 +391,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
         }
       }
       if (cap > 0) {
-        win.retire(chunks > 1 ? spans[task].hi : in_rows(p));
+        win.retire(chunks > 1 ? spans[task].hi : in_rows(p), /*all=*/true);
       } else if (want_dx && chunks == 1 && !plan.direct_dx) {
         store_dx<S, L>(plan, dx, n, c0, c1, acc);
       }
@@ -399,11 +408,11 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       int64_t cap = 0;
-      if (plan.row_windows && (chunks == 1 || windowed[task / chunks] != 0)) {
+      if (plan.row_windows && chunks == 1) {
         const auto [p_begin, p_end] = task_pixels(task);
-        cap = row_window<G, S>(p, grid, task / (blocks * chunks), p_begin, p_end, plan.window_margin, in_rows(p) / 2,
-                               keep)
-                  .rows;
+        cap = row_window<G, S>(p, grid, task / blocks, p_begin, p_end, plan.window_margin, in_rows(p) / 2, keep).rows;
+      } else if (chunk_windows && windowed[task / chunks] != 0) {
+        cap = shapes[task].rows;
       }
       if (!run_task(task, cap)) {
         if (chunks == 1) {

@@ -328,7 +328,7 @@ void run_forward(const ForwardPlan& plan, const TensorView& input, const TensorV
   planar.fn(planar, input, grid, output, nullptr);
 }
 
-BackwardPlan plan_backward(const Problem& p) {
+BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
   BackwardPlan plan;
   plan.problem = p;
   if (p.empty()) {
@@ -419,7 +419,13 @@ BackwardPlan plan_backward(const Problem& p) {
   // chunks (bounded with the chunks' partials, by kMaxChunkBytes).
   plan.need_values = p.mask.grid && p.options.interpolation != Interpolation::kNearest;
   plan.shared_values = plan.lanes > 1 && plan.need_values && chunks > 1;
-  plan.row_windows = plan.lanes > 1 && (p.mask.input || plan.need_values);
+  // Row windows cost time (their estimate of each tile's reach, rings to
+  // keep, rows moved in and out in pieces: 0.86x-0.89x on the volumes they
+  // take, docs/performance.md) and save memory: taken where a task's
+  // whole-plane buffers would hold kMinWindowBytes or more.
+  const bool large = mul(mul(slot, plan.channel_block), elem) >= kMinWindowBytes;
+  plan.row_windows = plan.lanes > 1 && (p.mask.input || plan.need_values) &&
+                     (windows == RowWindows::kWherever || (windows == RowWindows::kChosen && large));
   if (plan.shared_values) plan.values = take(mul(mul(tasks, plan.accumulator_elems), elem));
   // Per thread: one task's accumulators (unless chunks accumulate in the
   // workspace) and, interleaved, the block's input values (unless shared)

@@ -140,11 +140,12 @@ struct BackwardPlan {
   BuildTileFn build = nullptr;
   FusedBackwardFn fused = nullptr;  // as ForwardPlan::fused
   bool window_reads = false;        // as ForwardPlan::window_reads
-  // Interleaved tasks keep their accumulators and values in sliding
-  // windows of input rows (window-inl.h) where the grid's reach (reach.hpp)
-  // allows: the same bits, memory for a band of rows instead of a plane.
-  // Pixel chunks of one (n, block) take windows when all of them can; they
-  // then write the rows that one chunk alone reaches straight to dx.
+  // Interleaved tasks whose whole-plane buffers would be large keep their
+  // accumulators and values in sliding windows of input rows
+  // (window-inl.h) where the grid's reach (reach.hpp) allows: the same
+  // bits, memory for a band of rows instead of a plane. Pixel chunks of one
+  // (n, block) take windows when all of them can; they then write the rows
+  // that one chunk alone reaches straight to dx.
   bool row_windows = false;
   // Rows beyond the stencil's reach that the reach estimate adds for
   // rounding (tests set it below 0 to make tiles reach outside their
@@ -156,7 +157,10 @@ struct BackwardPlan {
 // chooses, or (for tests) one way; kNone runs the planar path.
 enum class ForwardCopies { kChosen, kNone, kPerThread, kShared };
 ForwardPlan plan_forward(const detail::Problem& problem, ForwardCopies copies = ForwardCopies::kChosen);
-BackwardPlan plan_backward(const detail::Problem& problem);
+// Whether an interleaved backward may keep row windows: as the planner
+// chooses (kMinWindowBytes), or (for tests) wherever they apply, or never.
+enum class RowWindows { kChosen, kWherever, kNever };
+BackwardPlan plan_backward(const detail::Problem& problem, RowWindows windows = RowWindows::kChosen);
 
 // Runs a forward plan; its copies come from the calling thread's cached
 // buffer, and without them (no memory) the planar path runs, which needs none.

@@ -44,6 +44,13 @@ constexpr uint64_t kMaxPrivateCopiesBytes = uint64_t{32} << 20;
 // Input pixels per thread's share of a shared forward copy, at least (a few
 // microseconds of copying).
 constexpr int64_t kMinCopyStretch = 4096;
+// Input pixels that a backward task's row window (window-inl.h) brings in
+// or writes out at a time, at least: fewer, larger copies.
+constexpr int64_t kWindowBatch = 2048;
+// Interleaved backward tasks whose whole-plane buffers (dx accumulators,
+// input values) would take this much each keep row windows instead, where
+// the grid allows: less memory, at some cost in time.
+constexpr uint64_t kMinWindowBytes = uint64_t{8} << 20;
 // Pixel chunks need dx accumulators per chunk and (interleaved) an input
 // copy per (n, block): chunk only while those take at most this, and no
 // more than the call's outputs (plan.cpp). Chunks feed threads that

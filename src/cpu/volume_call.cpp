@@ -55,14 +55,15 @@ ForwardPlan plan_forward_3d(detail::Problem problem, const VolumeView& input, Fo
   return plan_forward(as_merged(problem, input, {}), copies);
 }
 
-BackwardPlan plan_backward_3d(detail::Problem problem, const VolumeView& input, const MutableVolumeView& dx) {
+BackwardPlan plan_backward_3d(detail::Problem problem, const VolumeView& input, const MutableVolumeView& dx,
+                              RowWindows windows) {
   if (problem.empty()) {
     BackwardPlan plan;
     plan.problem = problem;
     return plan;
   }
   const Shape4 dx_strides = problem.mask.input ? merged_strides(dx.shape, dx.strides, kImageDim) : Shape4{};
-  return plan_backward(as_merged(problem, input, dx_strides));
+  return plan_backward(as_merged(problem, input, dx_strides), windows);
 }
 
 Status run_forward_3d(const ForwardPlan& plan, const VolumeView& input, const VolumeView& grid,

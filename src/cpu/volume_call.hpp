@@ -17,7 +17,8 @@ namespace gridsampler::cpu {
 // wants it. An empty problem plans no work and no workspace.
 ForwardPlan plan_forward_3d(detail::Problem problem, const VolumeView& input,
                             ForwardCopies copies = ForwardCopies::kChosen);
-BackwardPlan plan_backward_3d(detail::Problem problem, const VolumeView& input, const MutableVolumeView& dx);
+BackwardPlan plan_backward_3d(detail::Problem problem, const VolumeView& input, const MutableVolumeView& dx,
+                              RowWindows windows = RowWindows::kChosen);
 
 // Whether every view of a volume call can go through the image drivers
 // (mergeable_or_packable, volume_views.hpp): the aclnn interface asks when
