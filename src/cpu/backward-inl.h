@@ -303,12 +303,11 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
                : chunks == 1 ? my_acc
                              : dx_partials + ((n * blocks + block) * chunks + part) * acc_elems;
       ChunkBand<T, L> band{acc, acc_rows, row_elems};
-      // (a ring for the rows needed at once and two batches; the values'
-      // ring right after the accumulators', where the scratch has room for
-      // both: a compact span of memory)
-      const int64_t ring_rows = std::min(in_rows(p), cap + 2 * std::max<int64_t>(kWindowBatch / p.in_w, 1));
+      // (the values' ring right after the accumulators', where the scratch
+      // has room for both: a compact span of memory)
+      const int64_t ring_rows = RowWindow<L, S>::ring_rows(p, cap);
       T* values_ring = !plan.need_values ? nullptr
-                       : want_dx         ? my_acc + sub_blocks(c0, c1) * (ring_rows * p.in_w + 1) * L
+                       : want_dx         ? my_acc + RowWindow<L, S>::ring_values(p, sub_blocks(c0, c1), ring_rows)
                                          : xin;
       RowWindow<L, S> win{p, input, dx, n, c0, c1, want_dx ? my_acc : nullptr, values_ring, ring_rows};
       const int64_t* tile_keep = chunks > 1 && cap > 0 ? keeps[task].data() : keep.data();

@@ -137,8 +137,7 @@ bool fused_applies(const Problem& p, int lanes, bool flat, bool forward) {
   const bool fusable = mode == Interpolation::kBilinear || cubic || mode == Interpolation::kNearest;
   const bool planes_backward = p.volume || p.dtype == DType::kFloat64;
   const int64_t most = forward ? kMaxFusedForwardChannels : planes_backward ? kMaxFusedBackwardChannels : 1;
-  const bool channels = p.c == 1 || p.c <= most;
-  return channels && lanes == 1 && flat && compute_type && fusable && axes && indices;
+  return p.c <= most && lanes == 1 && flat && compute_type && fusable && axes && indices;
 }
 
 // Whether a forward of 2 to kMaxFusedForwardChannels dense channel planes

@@ -78,17 +78,27 @@ struct RowWindow {
   T* acc;
   T* values;
   int64_t cap;
-  int64_t width = p.in_w, rows = in_rows(p), ring = cap * width, sub = (ring + 1) * L;
+  int64_t width = p.in_w, rows = in_rows(p), ring = cap * width, sub = ring_values(p, 1, cap);
   int64_t lo = 0, hi = 0;
-  // Rows move in and out kWindowBatch pixels at a time at least: a ring
-  // holds the rows a task needs at once and two batches more.
-  int64_t batch = std::max<int64_t>(kWindowBatch / width, 1);
+  int64_t batch = batch_rows(p);
   // Rows past `limit` are never taken in (a chunk's reach ends there).
   int64_t limit = rows;
   // (chunks only)
   const RowSpan* spans = nullptr;
   int64_t chunks = 1, part = 0;
   T* partial = nullptr;
+
+  // Rows move in and out kWindowBatch pixels at a time at least.
+  static int64_t batch_rows(const detail::Problem& p) { return std::max<int64_t>(kWindowBatch / p.in_w, 1); }
+  // The ring a task that needs `need` rows at once takes: two batches more
+  // (rows written out late and brought in early), at most the plane.
+  static int64_t ring_rows(const detail::Problem& p, int64_t need) {
+    return std::min(in_rows(p), need + 2 * batch_rows(p));
+  }
+  // The values of `blocks` sub-blocks' rings of `ring_rows` rows.
+  static int64_t ring_values(const detail::Problem& p, int64_t blocks, int64_t ring_rows) {
+    return blocks * (ring_rows * p.in_w + 1) * L;
+  }
 
   int64_t blocks() const { return (c1 - c0 + L - 1) / L; }
 
