@@ -305,11 +305,12 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       ChunkBand<T, L> band{acc, acc_rows, row_elems};
       // (the values' ring right after the accumulators', where the scratch
       // has room for both: a compact span of memory)
-      const int64_t ring_rows = RowWindow<L, S>::ring_rows(p, cap);
-      T* values_ring = !plan.need_values ? nullptr
-                       : want_dx         ? my_acc + RowWindow<L, S>::ring_values(p, sub_blocks(c0, c1), ring_rows)
-                                         : xin;
-      RowWindow<L, S> win{p, input, dx, n, c0, c1, want_dx ? my_acc : nullptr, values_ring, ring_rows};
+      const int64_t ring_rows = cap > 0 ? RowWindow<L, S>::ring_rows(p, cap) : 1;
+      T* values_ring = nullptr;
+      if (cap > 0 && plan.need_values) {
+        values_ring = want_dx ? my_acc + RowWindow<L, S>::ring_values(p, sub_blocks(c0, c1), ring_rows) : xin;
+      }
+      RowWindow<L, S> win{p, input, dx, n, c0, c1, cap > 0 && want_dx ? my_acc : nullptr, values_ring, ring_rows};
       const int64_t* tile_keep = chunks > 1 && cap > 0 ? keeps[task].data() : keep.data();
       if (cap > 0 && chunks > 1) {
         win.spans = spans.data() + task / chunks * chunks;
