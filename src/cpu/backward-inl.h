@@ -121,6 +121,29 @@ inline void store_dx(const BackwardPlan& plan, const MutableTensorView& dx, int6
   }
 }
 
+// The input pixels [lo, hi) that a built tile's taps reach (lo >= hi when
+// none is valid: invalid taps index the zero slot, `plane`).
+template <class T, int K, int G>
+inline void tap_span(const Tile<T, K, G>& t, int64_t plane, bool int32_taps, int64_t& lo, int64_t& hi) {
+  int64_t mn = plane, mx = -1;
+  auto reach = [&](const auto* taps) {
+    for (int i = 0; i < t.count; ++i) {
+      const int64_t q = taps[i];
+      mn = std::min(mn, q);
+      mx = std::max(mx, q < plane ? q : int64_t{-1});
+    }
+  };
+  for (int k = 0; k < K; ++k) {
+    if (int32_taps) {
+      reach(t.acc32[k]);
+    } else {
+      reach(t.acc[k]);
+    }
+  }
+  lo = mn;
+  hi = mx + 1;
+}
+
 // A pixel chunk's accumulators, zeroed only where its taps reach: the
 // pixels [z0, z1) of every row (a plane, or a sub-block of L lanes), grown
 // tile by tile. A chunk of a smooth grid's output rows reaches a band of
@@ -214,17 +237,18 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
   const int64_t acc_rows = acc_elems / row_elems;
   const bool int32_taps = std::is_same_v<T, float> && (kInterleaved || plan.flat_taps);
   std::vector<int64_t> reach(want_dx && chunks > 1 ? static_cast<std::size_t>(2 * p.n * blocks * chunks) : 0);
-  // Pixel chunks in row windows: each chunk's reach, and per (n, block)
-  // whether all its chunks take windows, and whether one of them failed to
-  // (a tile outside its window: the (n, block) then runs again with whole
-  // planes).
+  // Row windows: each task's window and reach (row_window, made before the
+  // tasks: chunks need one another's), per (n, block) whether all its
+  // chunks take windows, and per task whether it failed to (a tile outside
+  // its window: the (n, block) then runs again with whole planes).
   const int64_t tasks = p.n * blocks * chunks;
-  const bool chunk_windows = plan.row_windows && chunks > 1;
-  std::vector<WindowShape> shapes(chunk_windows ? static_cast<std::size_t>(tasks) : 0);
-  std::vector<std::vector<int64_t>> keeps(shapes.size());  // each chunk's keep (row_window)
-  std::vector<RowSpan> spans(shapes.size());
-  std::vector<unsigned char> windowed(chunk_windows ? static_cast<std::size_t>(p.n * blocks) : 0);
-  std::vector<unsigned char> failed(chunk_windows ? static_cast<std::size_t>(tasks) : 0);  // per task
+  const bool windows = plan.row_windows;
+  const std::size_t window_tasks = windows ? static_cast<std::size_t>(tasks) : 0;
+  std::vector<WindowShape> shapes(window_tasks);
+  std::vector<std::vector<int64_t>> keeps(window_tasks);  // row_window's keep, per task
+  std::vector<RowSpan> spans(window_tasks);
+  std::vector<unsigned char> windowed(windows ? static_cast<std::size_t>(p.n * blocks) : 0);
+  std::vector<unsigned char> failed(window_tasks);
   auto task_pixels = [&](int64_t task) {
     const int64_t p_begin = task % chunks * chunk;
     return std::make_pair(p_begin, std::min(pixels, p_begin + chunk));
@@ -242,7 +266,6 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
     T* my_acc = my_scratch;
     T* xin = kInterleaved ? my_scratch + plan.scratch_values : nullptr;
     T* gt = kInterleaved ? my_scratch + plan.scratch_grad : nullptr;
-    std::vector<int64_t> keep;  // a windowed task's first row kept, per tile (reach.hpp)
 
     // Chunks of one (n, block) share one copy of its input values, made by
     // `chunks` tasks, a range of pixels each.
@@ -258,14 +281,14 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
     };
     // Whether (n, block) nb ran in windows throughout (after the tasks).
     auto windows_of = [&](int64_t nb) {
-      if (!chunk_windows || windowed[nb] == 0) return false;
+      if (!windows || windowed[nb] == 0) return false;
       for (int64_t part = 0; part < chunks; ++part) {
         if (failed[nb * chunks + part] != 0) return false;
       }
       return true;
     };
-    auto redo = [&](int64_t nb) { return chunk_windows && windowed[nb] != 0 && !windows_of(nb); };
-    if (chunk_windows) {
+    auto redo = [&](int64_t nb) { return windows && windowed[nb] != 0 && !windows_of(nb); };
+    if (windows) {
 #pragma omp for schedule(static)
       for (int64_t task = 0; task < tasks; ++task) {
         const auto [p_begin, p_end] = task_pixels(task);
@@ -286,7 +309,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
     if (shared_values) {
 #pragma omp for schedule(static)
       for (int64_t task = 0; task < tasks; ++task) {
-        if (!chunk_windows || windowed[task / chunks] == 0) copy_shared(task);
+        if (!windows || windowed[task / chunks] == 0) copy_shared(task);
       }
     }
 
@@ -311,7 +334,6 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
         values_ring = want_dx ? my_acc + RowWindow<L, S>::ring_values(p, sub_blocks(c0, c1), ring_rows) : xin;
       }
       RowWindow<L, S> win{p, input, dx, n, c0, c1, cap > 0 && want_dx ? my_acc : nullptr, values_ring, ring_rows};
-      const int64_t* tile_keep = chunks > 1 && cap > 0 ? keeps[task].data() : keep.data();
       if (cap > 0 && chunks > 1) {
         win.spans = spans.data() + task / chunks * chunks;
         win.chunks = chunks;
@@ -367,7 +389,7 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
           plan.fused(src, n, p0, count, points, planes, want_dx, plan.need_values, sums, tile->mult);
           tile->count = count;
         } else if (cap > 0) {
-          win.retire(tile_keep[(p0 - p_begin) / kTile]);
+          win.retire(keeps[task][(p0 - p_begin) / kTile]);
           plan.build(src, n, p0, count, tile.get());
           if (!win.admit(*tile)) return false;
           backward_tile<S, K, L, G>(plan, grad, input, dx, t, n, c0, c1, p0, win.acc, win.values, win.sub, gt, sums);
@@ -407,22 +429,10 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
 
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
-      int64_t cap = 0;
-      if (plan.row_windows && chunks == 1) {
-        const auto [p_begin, p_end] = task_pixels(task);
-        cap = row_window<G, S>(p, grid, task / blocks, p_begin, p_end, plan.window_margin, in_rows(p) / 2, keep).rows;
-      } else if (chunk_windows && windowed[task / chunks] != 0) {
-        cap = shapes[task].rows;
-      }
-      if (!run_task(task, cap)) {
-        if (chunks == 1) {
-          run_task(task, 0);
-        } else {
-          failed[task] = 1;
-        }
-      }
+      const int64_t cap = windows && windowed[task / chunks] != 0 ? shapes[task].rows : 0;
+      if (!run_task(task, cap)) failed[task] = 1;
     }
-    if (chunk_windows) {
+    if (windows) {
       // (n, block)s whose windows failed: again with whole planes.
 #pragma omp for schedule(static)
       for (int64_t task = 0; task < tasks; ++task) {

@@ -419,8 +419,8 @@ BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
   plan.need_values = p.mask.grid && p.options.interpolation != Interpolation::kNearest;
   plan.shared_values = plan.lanes > 1 && plan.need_values && chunks > 1;
   // Row windows cost time (their estimate of each tile's reach, rings to
-  // keep, rows moved in and out in pieces: 0.86x-0.89x on the volumes they
-  // take, docs/performance.md) and save memory: taken where a task's
+  // keep, rows moved in and out in pieces: 0.88x-0.89x on the workloads
+  // they take, docs/performance.md) and save memory: taken where a task's
   // whole-plane buffers would hold kMinWindowBytes or more.
   const bool large = mul(mul(slot, plan.channel_block), elem) >= kMinWindowBytes;
   plan.row_windows = plan.lanes > 1 && (p.mask.input || plan.need_values) &&

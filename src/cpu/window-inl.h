@@ -35,29 +35,6 @@ namespace gridsampler::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-// The input pixels [lo, hi) that a built tile's taps reach (lo >= hi when
-// none is valid: invalid taps index the zero slot, `plane`).
-template <class T, int K, int G>
-inline void tap_span(const Tile<T, K, G>& t, int64_t plane, bool int32_taps, int64_t& lo, int64_t& hi) {
-  int64_t mn = plane, mx = -1;
-  auto reach = [&](const auto* taps) {
-    for (int i = 0; i < t.count; ++i) {
-      const int64_t q = taps[i];
-      mn = std::min(mn, q);
-      mx = std::max(mx, q < plane ? q : int64_t{-1});
-    }
-  };
-  for (int k = 0; k < K; ++k) {
-    if (int32_taps) {
-      reach(t.acc32[k]);
-    } else {
-      reach(t.acc[k]);
-    }
-  }
-  lo = mn;
-  hi = mx + 1;
-}
-
 // One task's window: channels [c0, c1) of image n in sub-blocks of L lanes,
 // rows [lo, hi) live, those below lo written out. Ring row r % cap holds
 // row r; a sub-block's ring is `ring` pixels and a zero slot, `sub` values.
