@@ -218,6 +218,15 @@ TEST(ForwardCopies, PlannerSharesCopiesOnlyWherePrivateOnesCostMore) {
   const auto outgrown = plan_forward(dense(2, 3, 512, DType::kFloat32, 2));
   EXPECT_TRUE(outgrown.shared_copy);
   EXPECT_EQ(outgrown.copy_bytes, (512 * 512 + 1) * 4 * sizeof(float));
+  // ... but not where all the private copies are small: four 8-channel
+  // 64^2 images sampled bicubically take two 16-lane copies a little larger
+  // than their output, 0.5 MiB in all.
+  auto bicubic = dense(4, 8, 64, DType::kFloat32, 2);
+  bicubic.options.interpolation = gs::Interpolation::kBicubic;
+  const auto small_outgrown = plan_forward(bicubic);
+  EXPECT_EQ(small_outgrown.lanes, 16);
+  EXPECT_FALSE(small_outgrown.shared_copy);
+  EXPECT_EQ(small_outgrown.copy_bytes, 2 * (64 * 64 + 1) * 16 * sizeof(float));
   // One channel stays planar.
   EXPECT_EQ(plan_forward(dense(1, 1, 1024, DType::kFloat32, 2)).lanes, 1);
 }

@@ -246,14 +246,14 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
     // (private copies could feed every thread only by copying one block on
     // several), or when one copy per thread would outgrow
     // kMaxPrivateCopiesBytes or, for several threads, the output the call
-    // writes.
+    // writes (once they take kMinSharedForMemoryBytes).
     const int asked = call_threads(p);
     const uint64_t private_copies = mul(static_cast<uint64_t>(asked), copy);
     const uint64_t output = mul(mul(mul(p.n, p.c), pixels), dtype_size(p.dtype));
     const bool shared = copies == ForwardCopies::kShared ||
                         (copies == ForwardCopies::kChosen &&
                          (tasks < asked || private_copies > kMaxPrivateCopiesBytes ||
-                          (asked > 1 && private_copies > output)));
+                          (asked > 1 && private_copies > output && private_copies >= kMinSharedForMemoryBytes)));
     if (shared) {
       // The team copies a block (a stretch of the plane each), then samples
       // its tiles, block after block.

@@ -41,6 +41,11 @@ constexpr uint64_t kMaxForwardCopyBytes = uint64_t{256} << 20;
 // and a small one stays in its thread's L2; large ones gain nothing on that
 // and cost their memory once per thread.
 constexpr uint64_t kMaxPrivateCopiesBytes = uint64_t{32} << 20;
+// ... and private copies that would outgrow the output are shared too, for
+// their memory, once they take this much together: below it the barriers
+// of a shared copy cost more time than the copies cost memory (a few
+// hundred KiB beside PyTorch's own megabytes of working memory).
+constexpr uint64_t kMinSharedForMemoryBytes = uint64_t{2} << 20;
 // Input pixels per thread's share of a shared forward copy, at least (a few
 // microseconds of copying).
 constexpr int64_t kMinCopyStretch = 4096;
