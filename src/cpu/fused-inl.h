@@ -468,6 +468,33 @@ void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, in
       // Windows cover a vector in every plane or in none: the first
       // channel's try decides for all.
       const bool attempt = windows.attempt();
+      if constexpr (std::is_same_v<T, float>) {
+        if (!attempt && reach >= 2) {
+          // Pair reads (stencil_values), their starts worked out once for
+          // every channel: per channel only the gathers and the sum. Left
+          // inside the channel loop, the starts' index work, masks and the
+          // stencil outgrew the registers; 3-channel volumes ran at half
+          // the speed (docs/performance.md, "Fused forwards of several
+          // channels: pair starts once").
+          const hn::RebindToSigned<D> di;
+          PairStarts<hn::RebindToSigned<D>> starts[K / 2];
+          for (int k = 0; k < K; k += 2) {
+            starts[k / 2] = pair_starts(di, linear_tap_index(di, t.base, k, src.in_w, in_hw),
+                                        linear_tap_index(di, t.base, k + 1, src.in_w, in_hw),
+                                        hn::RebindMask(di, t.valid[k]), hn::RebindMask(di, t.valid[k + 1]), reach);
+          }
+          hn::Vec<D> w[K];
+          for (int k = 0; k < K; ++k) w[k] = hn::IfThenElseZero(t.valid[k], t.w[k]);
+          for (int64_t ch = 0; ch < channels; ++ch) {
+            hn::Vec<D> v[K];
+            for (int k = 0; k < K; k += 2) pair_read(starts[k / 2], ip + ch * in_channel, &v[k], &v[k + 1]);
+            auto acc = hn::Zero(d);
+            for (int k = 0; k < K; ++k) acc = hn::MulAdd(w[k], v[k], acc);
+            store_lanes_n(d, acc, c - i, op + ch * out_channel + i);
+          }
+          continue;
+        }
+      }
       bool covered = attempt;
       for (int64_t ch = 0; ch < channels; ++ch) {
         hn::Vec<D> v[K];

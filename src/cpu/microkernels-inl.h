@@ -110,6 +110,60 @@ inline void tile_grads(const Tile<T, K, G>& t, const S* __restrict gp, T* __rest
 // 0) is read from 0 and one starting at the last pixel is read from the one
 // before, taking the wanted value from the other half. Needs plane >= 2.
 #if HWY_TARGET != HWY_SCALAR
+// Where a vector's pairs start and which half each tap takes: the same for
+// every plane of one shape, so that several channels (forward_fused) work
+// it out once and read each plane with pair_read.
+template <class DI>
+struct PairStarts {
+  using DF = hwy::HWY_NAMESPACE::RebindToFloat<DI>;
+  using DQ = hwy::HWY_NAMESPACE::Repartition<int64_t, DF>;
+  hwy::HWY_NAMESPACE::Vec<DQ> lo, hi;  // byte offsets of the pairs, as 64-bit lanes
+  hwy::HWY_NAMESPACE::Mask<DF> from_left, from_right, valid0, valid1;
+};
+
+template <class DI, class VI = hwy::HWY_NAMESPACE::Vec<DI>, class MI = hwy::HWY_NAMESPACE::Mask<DI>>
+HWY_INLINE PairStarts<DI> pair_starts(DI di, VI i0, VI i1, MI valid0, MI valid1, int64_t plane) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using DF = typename PairStarts<DI>::DF;
+  using DQ = typename PairStarts<DI>::DQ;
+  const DF d;
+  const DQ dq;
+  const hn::Rebind<int32_t, DQ> dh;  // half of di
+  const int h = static_cast<int>(hn::Lanes(dq));
+  const auto minus_one = hn::Set(di, -1), last = hn::Set(di, static_cast<int32_t>(plane - 1));
+  alignas(64) int32_t start[hn::MaxLanes(di)];
+  auto first = hn::IfThenElse(valid0, i0, hn::IfThenElseZero(valid1, hn::Add(i1, minus_one)));
+  const auto from_left = hn::Eq(first, minus_one), from_right = hn::Eq(first, last);
+  first = hn::IfThenElse(from_left, hn::Zero(di), hn::IfThenElse(from_right, hn::Add(last, minus_one), first));
+  hn::Store(first, di, start);
+  PairStarts<DI> s;
+  s.lo = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start)));
+  s.hi = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start + h)));
+  s.from_left = hn::RebindMask(d, from_left);
+  s.from_right = hn::RebindMask(d, from_right);
+  s.valid0 = hn::RebindMask(d, valid0);
+  s.valid1 = hn::RebindMask(d, valid1);
+  return s;
+}
+
+// The two taps' values of one plane at the pairs s describes.
+template <class DI>
+HWY_INLINE void pair_read(const PairStarts<DI>& s, const float* __restrict ip,
+                          hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToFloat<DI>>* v0,
+                          hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToFloat<DI>>* v1) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const typename PairStarts<DI>::DF d;
+  const typename PairStarts<DI>::DQ dq;
+  const auto* pairs = reinterpret_cast<const int64_t*>(ip);
+  const auto pl = hn::BitCast(d, hn::GatherOffset(dq, pairs, s.lo));
+  const auto ph = hn::BitCast(d, hn::GatherOffset(dq, pairs, s.hi));
+  const auto left = hn::ConcatEven(d, ph, pl), right = hn::ConcatOdd(d, ph, pl);
+  const auto a = hn::IfThenElse(s.from_right, right, left);
+  const auto b = hn::IfThenElse(s.from_left, left, right);
+  *v0 = hn::IfThenElseZero(s.valid0, a);
+  *v1 = hn::IfThenElseZero(s.valid1, b);
+}
+
 // One vector of pixels: the values at flat indices i0 (where valid0) and i1
 // = i0 + 1 (where valid1) of a dense float plane, 0 where not valid; lanes
 // valid in neither read nothing that matters (element 0).
@@ -117,28 +171,7 @@ template <class DI, class VI = hwy::HWY_NAMESPACE::Vec<DI>, class MI = hwy::HWY_
 inline void pair_lanes(DI di, VI i0, VI i1, MI valid0, MI valid1, const float* __restrict ip, int64_t plane,
                        hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToFloat<DI>>* v0,
                        hwy::HWY_NAMESPACE::Vec<hwy::HWY_NAMESPACE::RebindToFloat<DI>>* v1) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  const hn::RebindToFloat<DI> d;
-  const hn::Repartition<int64_t, decltype(d)> dq;  // pairs
-  const hn::Rebind<int32_t, decltype(dq)> dh;      // half of di
-  const int h = static_cast<int>(hn::Lanes(dq));
-  const auto minus_one = hn::Set(di, -1), last = hn::Set(di, static_cast<int32_t>(plane - 1));
-  const auto* pairs = reinterpret_cast<const int64_t*>(ip);
-  alignas(64) int32_t start[hn::MaxLanes(di)];
-  auto first = hn::IfThenElse(valid0, i0, hn::IfThenElseZero(valid1, hn::Add(i1, minus_one)));
-  const auto from_left = hn::Eq(first, minus_one), from_right = hn::Eq(first, last);
-  first = hn::IfThenElse(from_left, hn::Zero(di), hn::IfThenElse(from_right, hn::Add(last, minus_one), first));
-  hn::Store(first, di, start);
-  // Byte offsets of the pairs, as 64-bit lanes.
-  const auto lo = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start)));
-  const auto hi = hn::ShiftLeft<2>(hn::PromoteTo(dq, hn::Load(dh, start + h)));
-  const auto pl = hn::BitCast(d, hn::GatherOffset(dq, pairs, lo));
-  const auto ph = hn::BitCast(d, hn::GatherOffset(dq, pairs, hi));
-  const auto left = hn::ConcatEven(d, ph, pl), right = hn::ConcatOdd(d, ph, pl);
-  const auto a = hn::IfThenElse(hn::RebindMask(d, from_right), right, left);
-  const auto b = hn::IfThenElse(hn::RebindMask(d, from_left), left, right);
-  *v0 = hn::IfThenElseZero(hn::RebindMask(d, valid0), a);
-  *v1 = hn::IfThenElseZero(hn::RebindMask(d, valid1), b);
+  pair_read(pair_starts(di, i0, i1, valid0, valid1, plane), ip, v0, v1);
 }
 
 // Taps k and k + 1 of a tile over one plane.
