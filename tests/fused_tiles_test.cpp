@@ -603,6 +603,67 @@ TEST(FusedChannels, VolumeBackwardGivesThePlanarBits) {
   gs::cpu::force_targets(0);
 }
 
+// Fused forwards of 2 to 4 channel planes of a volume (each vector's pair
+// starts worked out once for every channel): the same bits as the blocks
+// and as planes without fused tiles, on every target, every mode, padding
+// and align_corners, float and double, smooth and scattered grids with
+// special values, on 2 and 3 threads.
+TEST(FusedChannels, VolumeForwardGivesThePlanarAndBlockBits) {
+  const VolDims shapes[] = {{1, 3, 9, 10, 11, 9, 10, 13}, {2, 2, 5, 6, 7, 4, 5, 19}, {1, 4, 2, 1, 9, 3, 2, 17}};
+  const int64_t targets = gs::cpu::available_targets();
+  uint64_t seed = 900;
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    const int64_t target = t & -t;
+    gs::cpu::force_targets(target);
+    const bool vector_target = gs::cpu::current_target() != HWY_SCALAR;
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest}) {
+      for (Padding pad : {Padding::kZeros, Padding::kBorder, Padding::kReflection}) {
+        for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+          for (const VolDims& d : shapes) {
+            for (double range : {1.05, 1.2, 40.0}) {
+              const Options opt{mode, pad, (seed & 1) != 0};
+              VolProblem p = VolProblem::random(d, dtype, opt, seed++, range);
+              if (range == 1.2) {
+                p.grid.set({0, 0, 0, 1, 0}, std::nan(""));
+                p.grid.set({0, 1, 1, 2, 2}, std::numeric_limits<double>::infinity());
+                p.grid.set({0, 2, 0, 3, 1}, -1e30);
+              }
+              const std::string what = std::string(gs::cpu::target_name(target)) + " " + describe(opt) + " " +
+                                       std::string(gs::to_string(dtype)) + " " + to_string(d) + " range " +
+                                       std::to_string(range);
+              const auto forward = [&](gs::cpu::ForwardCopies copies, bool fused, int threads, bool* took_fused) {
+                VolTensor out(dtype, p.grad.shape());
+                out.fill(std::nan(""));
+                Options o = p.options;
+                o.num_threads = threads;
+                gs::detail::Problem fp;
+                gs::Status s = gs::detail::validate_forward_3d(p.input.view(), p.grid.view(), out.mutable_view(), o, &fp);
+                EXPECT_TRUE(s.ok()) << s.message();
+                gs::cpu::ForwardPlan plan = gs::cpu::plan_forward_3d(fp, p.input.view(), copies);
+                *took_fused = plan.fused != nullptr;
+                if (!fused) plan.fused = nullptr;
+                s = gs::cpu::run_forward_3d(plan, p.input.view(), p.grid.view(), out.mutable_view());
+                EXPECT_TRUE(s.ok()) << s.message();
+                return out.element_bytes();
+              };
+              bool took = false;
+              const auto planes = forward(gs::cpu::ForwardCopies::kNone, false, 2, &took);
+              const auto blocks = forward(gs::cpu::ForwardCopies::kPerThread, false, 2, &took);
+              const auto fused = forward(gs::cpu::ForwardCopies::kNone, true, 2, &took);
+              EXPECT_EQ(took, vector_target) << what;
+              const auto fused3 = forward(gs::cpu::ForwardCopies::kNone, true, 3, &took);
+              EXPECT_EQ(blocks, planes) << what << " blocks";
+              EXPECT_EQ(fused, planes) << what << " fused";
+              EXPECT_EQ(fused3, planes) << what << " fused, 3 threads";
+            }
+          }
+        }
+      }
+    }
+  }
+  gs::cpu::force_targets(0);
+}
+
 // Tiny images sampled as one sequence of pixels (ForwardPlan::batched):
 // the same bits as a run per image, on every target, bilinear and nearest,
 // every padding and align_corners, float and double, for outputs of 1 to 49
