@@ -471,11 +471,11 @@ void forward_fused(const TileSource& src, int64_t, int64_t p0, int64_t count, in
       if constexpr (std::is_same_v<T, float>) {
         if (!attempt && reach >= 2) {
           // Pair reads (stencil_values), their starts worked out once for
-          // every channel: per channel only the gathers and the sum. Left
-          // inside the channel loop, the starts' index work, masks and the
-          // stencil outgrew the registers; 3-channel volumes ran at half
-          // the speed (docs/performance.md, "Fused forwards of several
-          // channels: pair starts once").
+          // every channel: per channel only the gathers and the sum. Worked
+          // out per channel, the starts' index work and masks beside the
+          // inlined stencil outgrew the registers, and 3-channel volumes ran
+          // at half the speed (docs/performance.md, "Two forward
+          // regressions, found by A/B against older builds").
           const hn::RebindToSigned<D> di;
           PairStarts<hn::RebindToSigned<D>> starts[K / 2];
           for (int k = 0; k < K; k += 2) {
