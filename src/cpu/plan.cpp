@@ -55,6 +55,17 @@ int forward_lanes_for(const Problem& p) {
   return lanes_for(p.c);
 }
 
+// The backward's blocks. Exactly 8 channels by nearest go as two narrow
+// blocks in one task rather than one half-empty kLanes block: nearest's
+// backward only scatters grad, so what costs is the passes over the
+// accumulators (zeroing them, writing dx out), which halve, while each tap
+// takes two 16-byte adds instead of one 64-byte add. Each channel's grad is
+// added at one tap per pixel, in pixel order, in either width.
+int backward_lanes_for(const Problem& p) {
+  if (p.c == kLanes / 2 && p.options.interpolation == Interpolation::kNearest) return kNarrowLanes;
+  return lanes_for(p.c);
+}
+
 // Planar kernels read the input through flat taps (the builders' vector
 // form, and vector gathers) when its planes are dense rows and the flat
 // indices fit the gathers' index type; otherwise through strided taps.
@@ -342,18 +353,19 @@ BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
   // Interleaved as long as the two [pixel][lane] buffers stay reasonable
   // and the taps cover enough of them; otherwise planar blocks of as many
   // accumulator planes as fit kAccumulatorBytes.
-  const int lanes = lanes_for(c);
+  const int lanes = backward_lanes_for(p);
   const bool sparse = flat_taps(p) && scatters_sparsely(p, lanes);
   if (c >= 2 && !sparse && mul(mul(2 * lanes, elem), slot) <= kMaxInterleavedBytes) plan.lanes = lanes;
   if (plan.lanes > 1) {
     // A task takes a group of sub-blocks of `lanes` channels, so that the
     // stencils of a tile serve them all: as many as fit kGroupBytes, but not
     // so many that there are fewer than kMinTasks (n, group) tasks when there
-    // could be more.
+    // could be more. Narrow blocks in place of a kLanes one
+    // (backward_lanes_for) keep its task: both in one group.
     const int64_t lane_blocks = (c + lanes - 1) / lanes;
     const auto fit = static_cast<int64_t>(kGroupBytes / mul(mul(slot, lanes), elem));
     const int64_t spread = std::max<int64_t>(mul(p.n, lane_blocks) / kMinTasks, 1);
-    const int64_t group = std::clamp<int64_t>(std::min(fit, spread), 1, lane_blocks);
+    const int64_t group = lanes < lanes_for(c) ? lane_blocks : std::clamp<int64_t>(std::min(fit, spread), 1, lane_blocks);
     plan.channel_block = group * lanes;
     plan.accumulator_elems = group * slot * lanes;
   } else {
@@ -376,13 +388,13 @@ BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
     chunks = std::min((kMinTasks + tasks - 1) / tasks, std::max<int64_t>(pixels / min_chunk, 1));
   }
   // Chunks cost memory that grows with the problem: their dx accumulators
-  // and, interleaved, the input copy per (n, block) that they share, i.e.
-  // (chunks + 1) times dx, where unchunked tasks need a task's worth per
-  // thread. Chunk only while that stays within chunk_bytes_limit(), or, for a
+  // and, interleaved with weight derivatives (not nearest), the input copy
+  // per (n, block) that they share, i.e. (chunks + 1) times dx, where
+  // unchunked tasks need a task's worth per thread. Chunk only while that stays within chunk_bytes_limit(), or, for a
   // single task (which unchunked leaves every thread but one idle), in two
   // chunks within kMaxSingleTaskChunkBytes. (Counted as if both outputs were
   // wanted: chunks change dx's bits, which must not depend on the mask.)
-  const uint64_t values_copy = plan.lanes > 1 ? 1 : 0;
+  const uint64_t values_copy = plan.lanes > 1 && p.options.interpolation != Interpolation::kNearest ? 1 : 0;
   const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + values_copy;
   if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > chunk_bytes_limit(p)) {
     const uint64_t two_chunks = mul(mul(2 + values_copy, plan.accumulator_elems), elem);
