@@ -81,7 +81,6 @@ RowSpan reach_rows(const detail::Problem& p, const TensorView& grid, int64_t n, 
   const Shape4& s = grid.strides;
   const S* base = static_cast<const S*>(grid.data) + n * s[0];
   T mn[G], mx[G];
-  bool finite = true;
   for (int g = 1; g < G; ++g) {
     mn[g] = std::numeric_limits<T>::infinity();
     mx[g] = -std::numeric_limits<T>::infinity();
@@ -118,14 +117,17 @@ RowSpan reach_rows(const detail::Problem& p, const TensorView& grid, int64_t n, 
       }
     }
   });
-  // Lane j holds component j % G (kSpan is a multiple of G).
-  for (int j = 0; j < kSpan; ++j) {
-    const int g = j % G;
-    if (g == 0) continue;
-    mn[g] = std::min(mn[g], lo[j]);
-    mx[g] = std::max(mx[g], hi[j]);
-    finite = finite && nans[j] == 0;
+  // Lane j holds component j % G (kSpan is a multiple of G). A sum of the
+  // lanes' 0s and NaNs is 0 exactly while all of them are 0.
+  T nan_sum = 0;
+  for (int j = 0; j < kSpan; j += G) {
+    for (int g = 1; g < G; ++g) {
+      mn[g] = std::min(mn[g], lo[j + g]);
+      mx[g] = std::max(mx[g], hi[j + g]);
+      nan_sum += nans[j + g];
+    }
   }
+  const bool finite = nan_sum == 0;
   int64_t y0 = 0, y1 = 0;
   if (!axis_reach(mn[1], mx[1], finite, p.in_h, p.options, margin, &y0, &y1)) return {};
   if constexpr (G == 3) {
