@@ -166,16 +166,27 @@ inline void interleave_rows(const S* src, int64_t row_stride, int rows, int64_t 
 // inverse, rounded to S.
 template <int L, class S, class T>
 inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* dst, int64_t row_stride) {
-  if constexpr (kHalvesByVector<S, T>) {
-    // float16: transpose floats into a stretch of rows, then narrow each row
-    // with Highway (F16C on x86: round to nearest even, like half_from_float;
-    // NaNs are made the canonical quiet NaN first, as half_from_float does).
+  if constexpr (!std::is_same_v<S, T>) {
+    // 16-bit storage: transpose into a stretch of rows in T, then round each
+    // row by itself, a flat loop: float16 with Highway (F16C on x86: round
+    // to nearest even, like half_from_float; NaNs are made the canonical
+    // quiet NaN first, as half_from_float does), bfloat16 by store<S>, which
+    // compilers vectorise there but not across a transposition's short rows
+    // (4-lane blocks took twice the time of 16-lane ones).
     constexpr int64_t kStretch = 256;
-    alignas(64) float wide[L][kStretch];
+    alignas(64) T wide[L * kStretch];  // (flat: row j at j * kStretch)
     for (int64_t q0 = 0; q0 < n; q0 += kStretch) {
       const int64_t m = std::min(kStretch, n - q0);
-      deinterleave_rows<L>(src + q0 * L, rows, m, &wide[0][0], kStretch);
-      for (int j = 0; j < rows; ++j) narrow_to_halves(wide[j], m, dst + j * row_stride + q0);
+      deinterleave_rows<L>(src + q0 * L, rows, m, wide, kStretch);
+      for (int j = 0; j < rows; ++j) {
+        const T* row = wide + j * kStretch;
+        S* __restrict d = dst + j * row_stride + q0;
+        if constexpr (kHalvesByVector<S, T>) {
+          narrow_to_halves(row, m, d);
+        } else {
+          for (int64_t q = 0; q < m; ++q) d[q] = store<S>(row[q]);
+        }
+      }
     }
     return;
   }
