@@ -108,11 +108,14 @@ TEST(BackwardBlocks, EightNearestChannelsGiveTheBitsOfASixteenLaneBlock) {
             const std::string what = std::string(gridsampler::cpu::target_name(target)) + " " + describe(opt) +
                                      " " + std::string(gridsampler::to_string(dtype)) + " " + to_string(d8);
             const int64_t pixels = d.out_h * d.out_w;
-            ASSERT_EQ(gridsampler::cpu::plan_backward(planned(d.n, 8, 1, d.in_h, d.in_w, pixels, opt.interpolation))
-                          .pixel_chunks,
+            const int64_t chunks =
+                gridsampler::cpu::plan_backward(planned(d.n, 8, 1, d.in_h, d.in_w, pixels, opt.interpolation))
+                    .pixel_chunks;
+            ASSERT_EQ(chunks,
                       gridsampler::cpu::plan_backward(planned(d.n, 9, 1, d.in_h, d.in_w, pixels, opt.interpolation))
                           .pixel_chunks)
                 << what;
+            ASSERT_EQ(chunks > 1, d.n == 1) << what;
             const Outputs want = run(nine, false);
             const auto want_dx = bits(first_channels(want.dx.values(), d.n, 9, 8, d.in_h * d.in_w));
             for (Layout layout : {Layout::kContiguous, Layout::kChannelsLast}) {

@@ -83,7 +83,7 @@ inline void backward_tile(const BackwardPlan& plan, const TensorView& grad, cons
     for (int64_t b = 0; b < (c1 - c0 + L - 1) / L; ++b) {
       load_grad_lanes<L, S>(grad, p.out_w, n, c0 + b * L, std::min(c1, c0 + (b + 1) * L), t.out_off, t.count, p0, gt);
       T* ab = want_dx ? acc + b * sub : nullptr;
-      const T* xb = values + b * sub;
+      const T* xb = values == nullptr ? nullptr : values + b * sub;  // (none for nearest in row windows)
       if (want_dx && need_values) {
         backward_lanes<L, T, K, G, true, true>(t, gt, xb, ab, sums);
       } else if (want_dx) {

@@ -171,8 +171,8 @@ inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* d
     // row by itself, a flat loop: float16 with Highway (F16C on x86: round
     // to nearest even, like half_from_float; NaNs are made the canonical
     // quiet NaN first, as half_from_float does), bfloat16 by store<S>, which
-    // compilers vectorise there but not across a transposition's short rows
-    // (4-lane blocks took twice the time of 16-lane ones).
+    // compilers vectorise there but left scalar inside the transposition of
+    // 4-lane rows (docs/performance.md, "bfloat16 written out by rows").
     constexpr int64_t kStretch = 256;
     alignas(64) T wide[L * kStretch];  // (flat: row j at j * kStretch)
     for (int64_t q0 = 0; q0 < n; q0 += kStretch) {

@@ -365,7 +365,8 @@ BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
     const int64_t lane_blocks = (c + lanes - 1) / lanes;
     const auto fit = static_cast<int64_t>(kGroupBytes / mul(mul(slot, lanes), elem));
     const int64_t spread = std::max<int64_t>(mul(p.n, lane_blocks) / kMinTasks, 1);
-    const int64_t group = lanes < lanes_for(c) ? lane_blocks : std::clamp<int64_t>(std::min(fit, spread), 1, lane_blocks);
+    const int64_t group =
+        lanes < lanes_for(c) ? lane_blocks : std::clamp<int64_t>(std::min(fit, spread), 1, lane_blocks);
     plan.channel_block = group * lanes;
     plan.accumulator_elems = group * slot * lanes;
   } else {
@@ -390,10 +391,11 @@ BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
   // Chunks cost memory that grows with the problem: their dx accumulators
   // and, interleaved with weight derivatives (not nearest), the input copy
   // per (n, block) that they share, i.e. (chunks + 1) times dx, where
-  // unchunked tasks need a task's worth per thread. Chunk only while that stays within chunk_bytes_limit(), or, for a
-  // single task (which unchunked leaves every thread but one idle), in two
-  // chunks within kMaxSingleTaskChunkBytes. (Counted as if both outputs were
-  // wanted: chunks change dx's bits, which must not depend on the mask.)
+  // unchunked tasks need a task's worth per thread. Chunk only while that
+  // stays within chunk_bytes_limit(), or, for a single task (which
+  // unchunked leaves every thread but one idle), in two chunks within
+  // kMaxSingleTaskChunkBytes. (Counted as if both outputs were wanted:
+  // chunks change dx's bits, which must not depend on the mask.)
   const uint64_t values_copy = plan.lanes > 1 && p.options.interpolation != Interpolation::kNearest ? 1 : 0;
   const uint64_t chunk_copies = static_cast<uint64_t>(chunks) + values_copy;
   if (mul(mul(mul(tasks, chunk_copies), plan.accumulator_elems), elem) > chunk_bytes_limit(p)) {
