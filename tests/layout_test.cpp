@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "common/problem.hpp"
+#include "cpu/dispatch.hpp"
+#include "cpu/plan.hpp"
 #include "reference/reference.hpp"
 
 namespace gstest {
@@ -41,6 +43,65 @@ TEST(Layout, StridedInputsAndOutputsMatchContiguous) {
       }
     }
   }
+}
+
+// Backwards that touch a small part of each input plane (tiny outputs,
+// downsampling) accumulate into planes, not channel-minor blocks, whatever
+// the layout: the choice is the shape's, so channels-last and strided
+// tensors give the contiguous bits. Channels-last dx is accumulated in
+// place, its pixels C apart.
+TEST(Layout, SparseBackwardsTakeThePlanesOfContiguousOnes) {
+  gridsampler::detail::Problem shape;
+  shape.n = 4, shape.c = 6, shape.in_h = 512, shape.in_w = 256, shape.out_h = 5, shape.out_w = 5;
+  shape.options = {Interpolation::kBicubic, Padding::kBorder, true};
+  shape.input_strides = shape.dx_strides = {6 * 512 * 256, 1, 256 * 6, 6};  // channels-last
+  const auto last = gridsampler::cpu::plan_backward(shape);
+  EXPECT_EQ(last.lanes, 1);
+  EXPECT_TRUE(last.direct_dx);
+  EXPECT_EQ(last.acc_step, 6);
+  // In 16 bits, [pixel][channel] accumulators, written out by rows.
+  shape.dtype = DType::kBFloat16;
+  const auto last16 = gridsampler::cpu::plan_backward(shape);
+  EXPECT_EQ(last16.lanes, 1);
+  EXPECT_FALSE(last16.direct_dx);
+  EXPECT_EQ(last16.acc_step, last16.channel_block);
+  shape.dtype = DType::kFloat32;
+  shape.input_strides = shape.dx_strides = {6 * 512 * 256, 512 * 256, 256, 1};
+  const auto contiguous = gridsampler::cpu::plan_backward(shape);
+  EXPECT_EQ(contiguous.lanes, 1);
+  EXPECT_EQ(contiguous.channel_block, last.channel_block);
+  EXPECT_EQ(contiguous.acc_step, 1);
+
+  // Few output pixels for 5 channels (narrow blocks otherwise) and for 18
+  // (16 lanes), 20 in blocks of 8, 8 and 4 (planes too large for more),
+  // and a 4x downsampling of 3 channels.
+  const Dims shapes[] = {
+      {2, 5, 40, 48, 3, 4}, {2, 18, 40, 48, 3, 4}, {1, 20, 128, 160, 3, 4}, {2, 3, 64, 64, 16, 16}};
+  const int64_t targets = gridsampler::cpu::available_targets();
+  for (int64_t t = targets; t != 0; t &= t - 1) {
+    gridsampler::cpu::force_targets(t & -t);
+    for (const Dims& dims : shapes)
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64})
+    for (Interpolation mode : {Interpolation::kBilinear, Interpolation::kNearest, Interpolation::kBicubic})
+    for (int threads : {1, 3}) {
+      Options opt{mode, Padding::kReflection, false};
+      opt.num_threads = threads;
+      const Problem p = Problem::random(dims, dtype, opt, 31, 1.2);
+      const Outputs base = run(p, false);
+      for (Layout in_layout : kLayouts) {
+        for (Layout out_layout : {Layout::kContiguous, in_layout}) {
+          const Outputs o = run(p.relayout(in_layout), false, out_layout);
+          const std::string what = describe(opt) + " " + to_string(dims) + " " +
+                                   std::string(gridsampler::to_string(dtype)) + " threads " +
+                                   std::to_string(threads) + " target " + std::to_string(t & -t) +
+                                   " in=" + to_string(in_layout) + " out=" + to_string(out_layout);
+          EXPECT_EQ(o.dx.values(), base.dx.values()) << what;
+          EXPECT_EQ(o.dgrid.values(), base.dgrid.values()) << what;
+        }
+      }
+    }
+  }
+  gridsampler::cpu::force_targets(0);
 }
 
 // The reference too.

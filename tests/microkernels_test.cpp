@@ -216,9 +216,23 @@ void check_planar(Rng& rng, bool pairs = false) {
         }
       }
     }
+    // The same accumulators with their elements 3 apart (dx's own, channels
+    // last), the gaps holding a sentinel.
+    constexpr int64_t kStep = 3;
+    Guarded<T> spread(kPlane * kStep);
+    for (int64_t e = 0; e < kPlane * kStep; ++e) spread[e] = e % kStep == 0 ? acc[e / kStep] : T(-7);
     backward_channel<kFlat, S, T, K, 2, kDx, kDgrid>(*t, grad.data(), in.data(), kPlane, kDx ? acc.data() : nullptr,
-                                                     sums);
+                                                     1, sums);
     ASSERT_TRUE(acc.guards_intact()) << where;
+    if constexpr (kDx) {
+      T spread_sums[2][kTile] = {};
+      backward_channel<kFlat, S, T, K, 2, kDx, kDgrid>(*t, grad.data(), in.data(), kPlane, spread.data(), kStep,
+                                                       spread_sums);
+      ASSERT_TRUE(spread.guards_intact()) << where;
+      for (int64_t e = 0; e < kPlane * kStep; ++e) {
+        ASSERT_TRUE(same_bits(spread[e], e % kStep == 0 ? acc[e / kStep] : T(-7))) << where << " step 3 at " << e;
+      }
+    }
     for (int64_t e = 0; e < kPlane && kDx; ++e) {
       ASSERT_NEAR(acc[e], want_acc[e], tolerance<T>(mag[e])) << where << " dx at " << e;
     }
@@ -336,7 +350,8 @@ void check_dx_scatter(Rng& rng) {
         }
       }
       float sums[2][kTile] = {};
-      backward_channel<true, float, float, 4, 2, true, false>(*t, grad.data(), grad.data(), kWide, acc.data(), sums);
+      backward_channel<true, float, float, 4, 2, true, false>(*t, grad.data(), grad.data(), kWide, acc.data(), 1,
+                                                              sums);
       ASSERT_TRUE(acc.guards_intact()) << "pattern " << pattern << " count " << count;
       for (int64_t e = 0; e < kWide; ++e) {
         ASSERT_TRUE(same_bits(acc[e], want[e])) << "pattern " << pattern << " count " << count << " element " << e;

@@ -51,19 +51,41 @@ inline compute_t<S>* planar_dx_target(const BackwardPlan& plan, const MutableTen
                                       int64_t c0, compute_t<S>* acc) {
   if (!plan.problem.mask.input) return nullptr;
   if (plan.direct_dx) return direct_dx_plane<S>(dx, n, c);
-  return acc + (c - c0) * (in_plane(plan.problem) + 1);
+  return acc + (c - c0) * (plan.acc_step == 1 ? in_plane(plan.problem) + 1 : 1);
+}
+
+// Zeroes dx for direct_dx tasks whose pixels lie `acc_step` (> 1) apart:
+// part `part` of `parts` of it, all before any task runs, since channels
+// of one task's block sit between those of others. Where dx's channels are
+// dense and channels-last, each image's are one span, filled in pieces.
+template <class S>
+inline void zero_spread_dx(const BackwardPlan& plan, const MutableTensorView& dx, int64_t part, int64_t parts) {
+  using T = compute_t<S>;
+  const detail::Problem& p = plan.problem;
+  const int64_t plane = in_plane(p), step = plan.acc_step;
+  const int64_t n = part / parts, piece = part % parts;
+  if (dx.strides[1] == 1 && step == p.c) {
+    const int64_t span = plane * p.c, each = (span + parts - 1) / parts;
+    const int64_t from = std::min(span, piece * each), to = std::min(span, from + each);
+    std::fill(direct_dx_plane<S>(dx, n, 0) + from, direct_dx_plane<S>(dx, n, 0) + to, T(0));
+    return;
+  }
+  for (int64_t c = piece; c < p.c; c += parts) {
+    T* d = direct_dx_plane<S>(dx, n, c);
+    for (int64_t i = 0; i < plane; ++i) d[i * step] = T(0);
+  }
 }
 
 // The planar backward microkernel for the wanted outputs.
 template <bool kFlat, class S, int K, int G, class T>
-inline void backward_plane(const Tile<T, K, G>& t, const S* gp, const S* ip, int64_t plane, T* acc, bool want_dx,
-                           bool need_values, T (*sums)[kTile]) {
+inline void backward_plane(const Tile<T, K, G>& t, const S* gp, const S* ip, int64_t plane, T* acc, int64_t step,
+                           bool want_dx, bool need_values, T (*sums)[kTile]) {
   if (want_dx && need_values) {
-    backward_channel<kFlat, S, T, K, G, true, true>(t, gp, ip, plane, acc, sums);
+    backward_channel<kFlat, S, T, K, G, true, true>(t, gp, ip, plane, acc, step, sums);
   } else if (want_dx) {
-    backward_channel<kFlat, S, T, K, G, true, false>(t, gp, ip, plane, acc, sums);
+    backward_channel<kFlat, S, T, K, G, true, false>(t, gp, ip, plane, acc, step, sums);
   } else if (need_values) {
-    backward_channel<kFlat, S, T, K, G, false, true>(t, gp, ip, plane, acc, sums);
+    backward_channel<kFlat, S, T, K, G, false, true>(t, gp, ip, plane, acc, step, sums);
   }
 }
 
@@ -93,16 +115,16 @@ inline void backward_tile(const BackwardPlan& plan, const TensorView& grad, cons
       }
     }
   } else {
-    const int64_t slot = in_plane(p) + 1;
+    const int64_t slot = in_plane(p) + 1, step = plan.acc_step;
     const Shape4 &gs = grad.strides, &is = input.strides;
     for (int64_t c = c0; c < c1; ++c) {
       const S* gp = static_cast<const S*>(grad.data) + n * gs[0] + c * gs[1];
       const S* ip = static_cast<const S*>(input.data) + n * is[0] + c * is[1];
       T* a = planar_dx_target<S>(plan, dx, n, c, c0, acc);
       if (plan.flat_taps) {
-        backward_plane<true, S, K>(t, gp, ip, slot - 1, a, want_dx, need_values, sums);
+        backward_plane<true, S, K>(t, gp, ip, slot - 1, a, step, want_dx, need_values, sums);
       } else {
-        backward_plane<false, S, K>(t, gp, ip, slot - 1, a, want_dx, need_values, sums);
+        backward_plane<false, S, K>(t, gp, ip, slot - 1, a, step, want_dx, need_values, sums);
       }
     }
   }
@@ -117,7 +139,7 @@ inline void store_dx(const BackwardPlan& plan, const MutableTensorView& dx, int6
   if constexpr (L > 1) {
     store_lanes<L, S>(dx, p.in_w, plane + 1, n, c0, c1, acc, 0, plane);
   } else {
-    store_planes<S>(dx, p.in_w, plane + 1, n, c0, c1, acc, 1, 0, plane);
+    store_planes<S>(dx, p.in_w, plane + 1, n, c0, c1, acc, plan.acc_step, 0, plane);
   }
 }
 
@@ -344,8 +366,10 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       }
       if (cap > 0) {
         win.start();
-      } else if (want_dx && plan.direct_dx) {
+      } else if (want_dx && plan.direct_dx && plan.acc_step == 1) {
         for (int64_t c = c0; c < c1; ++c) std::fill_n(direct_dx_plane<S>(dx, n, c), plane, T(0));
+      } else if (want_dx && plan.direct_dx) {
+        // (zeroed before the tasks)
       } else if (banded) {
         band.zero(plane, slot);  // the zero slots, where invalid taps add nothing
       } else if (want_dx) {
@@ -427,6 +451,11 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       return true;
     };
 
+    if (want_dx && plan.direct_dx && plan.acc_step != 1) {
+      const int64_t parts = omp_get_num_threads();
+#pragma omp for schedule(static)
+      for (int64_t part = 0; part < p.n * parts; ++part) zero_spread_dx<S>(plan, dx, part, parts);
+    }
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t cap = windows && windowed[task / chunks] != 0 ? shapes[task].rows : 0;

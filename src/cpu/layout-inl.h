@@ -8,6 +8,7 @@
 // Target-independent includes (normal include guards).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "core/dtype.hpp"
@@ -600,11 +601,52 @@ inline void store_tile_lanes(const T* ot, int rows, int count, const int64_t* ou
 
 // Writes pixels [q0, q1) of channels [c0, c1) of image n of dx from
 // accumulators `a` that start at pixel q0: planes `slot` values apart
-// (step 1), or one lane each of a [pixel][lane] block (step L).
+// (step 1), or one lane each of [pixel][lane] rows `step` values long (a
+// block of L lanes, or a planar task's channels for a channels-last dx).
 template <class S, class T>
 inline void store_planes(const MutableTensorView& dx, int64_t in_w, int64_t slot, int64_t n, int64_t c0,
                          int64_t c1, const T* a, int64_t step, int64_t q0, int64_t q1) {
   const Shape4& ds = dx.strides;
+  if (step > 1 && ds[1] == 1) {
+    // [pixel][channel] accumulators into channels-last dx: by rows of
+    // channels, one flat loop where both hold the same pixels' rows back to
+    // back.
+    const int64_t rows = c1 - c0;
+    S* d0 = static_cast<S*>(dx.data) + n * ds[0] + c0;
+    if (rows == step && ds[3] == step && ds[2] == in_w * step) {
+      S* __restrict d = d0 + q0 * step;
+      if constexpr (kHalvesByVector<S, T>) {
+        narrow_to_halves(a, (q1 - q0) * step, d);
+      } else {
+        for (int64_t e = 0; e < (q1 - q0) * step; ++e) d[e] = store<S>(a[e]);
+      }
+      return;
+    }
+    // Otherwise a stretch of whole rows at a time rounded flat into `narrow`,
+    // then each pixel's channels copied out (a row per pixel rounded by
+    // itself, 4-16 channels, left the rounding scalar).
+    constexpr int64_t kElems = 4096;
+    alignas(64) S narrow[kElems];
+    const int64_t per = std::max<int64_t>(kElems / step, 1);
+    for_each_row_run(in_w, q0, q1, [&](int64_t q, int64_t m, int64_t y, int64_t x) {
+      for (int64_t s = 0; s < m; s += per) {
+        const int64_t k = std::min(per, m - s), e = std::min(k * step, kElems);
+        const T* __restrict src = a + (q + s - q0) * step;
+        S* __restrict d = d0 + y * ds[2] + (x + s) * ds[3];
+        if (step > kElems) {  // (one pixel, a row longer than the stretch)
+          for (int64_t j = 0; j < rows; ++j) d[j] = store<S>(src[j]);
+          continue;
+        }
+        if constexpr (kHalvesByVector<S, T>) {
+          narrow_to_halves(src, e, narrow);
+        } else {
+          for (int64_t i = 0; i < e; ++i) narrow[i] = store<S>(src[i]);
+        }
+        for (int64_t i = 0; i < k; ++i) std::memcpy(d + i * ds[3], narrow + i * step, rows * sizeof(S));
+      }
+    });
+    return;
+  }
   for (int64_t c = c0; c < c1; ++c) {
     S* d = static_cast<S*>(dx.data) + n * ds[0] + c * ds[1];
     const T* __restrict src = a + (c - c0) * (step == 1 ? slot : 1);

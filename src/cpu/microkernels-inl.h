@@ -292,14 +292,14 @@ inline bool window_add(float* __restrict acc, const int32_t* __restrict idx, __m
 #endif
 
 // Backward of one channel plane over a tile: dx into `acc` (one
-// accumulator plane, flat indices: a scratch plane or dx's own), dgrid
-// terms into sums[g]. Separate
+// accumulator plane at flat index times `step`: a scratch plane, step 1, or
+// dx's own, its pixels `step` apart), dgrid terms into sums[g]. Separate
 // simple loops over the tile's pixels, so that the compiler vectorises the
 // ones without scatter conflicts; the dx scatter stays scalar because
 // neighbouring pixels may hit the same input pixel.
 template <bool kFlat, class S, class T, int K, int G, bool kDx, bool kDgrid>
 inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, const S* __restrict ip,
-                             int64_t plane, T* __restrict acc, T (*__restrict sums)[kTile]) {
+                             int64_t plane, T* __restrict acc, int64_t step, T (*__restrict sums)[kTile]) {
   const int count = t.count;
   alignas(64) T g[kTile];
   tile_grads<S>(t, gp, g);
@@ -310,6 +310,13 @@ inline void backward_channel(const Tile<T, K, G>& t, const S* __restrict gp, con
     for (int k = 0; k < K; ++k) {
       const auto* __restrict idx = flat_indices<kFlat>(t, k);
       const T* __restrict w = t.w[k];
+      if (step != 1) {
+        for (int i = 0; i < count; ++i) {
+          T* a = idx[i] != plane ? acc + idx[i] * step : &sink;
+          *a += w[i] * g[i];
+        }
+        continue;
+      }
       int i = 0;
 #ifdef GRIDSAMPLER_WINDOW_SCATTER
       if constexpr (kFlat && std::is_same_v<T, float>) {

@@ -354,7 +354,10 @@ BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
   // and the taps cover enough of them; otherwise planar blocks of as many
   // accumulator planes as fit kAccumulatorBytes.
   const int lanes = backward_lanes_for(p);
-  const bool sparse = flat_taps(p) && scatters_sparsely(p, lanes);
+  // By the shape alone, as every choice that can change bits: channels-last
+  // and strided inputs take the planes that dense ones do, through strided
+  // taps, and give their bits.
+  const bool sparse = scatters_sparsely(p, lanes);
   if (c >= 2 && !sparse && mul(mul(2 * lanes, elem), slot) <= kMaxInterleavedBytes) plan.lanes = lanes;
   if (plan.lanes > 1) {
     // A task takes a group of sub-blocks of `lanes` channels, so that the
@@ -409,8 +412,21 @@ BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
   // tasks did.)
   plan.threads = team_for(p, mul(tasks, chunks));
   const bool compute_type = p.dtype == DType::kFloat32 || p.dtype == DType::kFloat64;
-  plan.direct_dx =
-      plan.lanes == 1 && p.mask.input && chunks == 1 && compute_type && dense_rows(p, p.dx_strides);
+  plan.flat_taps = plan.lanes == 1 && flat_taps(p);
+  const bool fused = fused_applies(p, plan.lanes, plan.flat_taps, false);
+  // Fused tiles add into rows of consecutive pixels; planar microkernels
+  // into pixels a stride apart (channels-last: C).
+  const bool dx_rows = p.dx_strides[2] == p.dx_strides[3] * p.in_w || in_rows(p) == 1;
+  plan.direct_dx = plan.lanes == 1 && p.mask.input && chunks == 1 && compute_type && dx_rows &&
+                   (p.dx_strides[3] == 1 || !fused);
+  plan.acc_step = plan.direct_dx ? p.dx_strides[3] : 1;
+  // A channels-last dx in 16 bits: the block's accumulators in its order too
+  // ([pixel][channel]), so that they are written out by rows of channels,
+  // not a plane at a time to every C-th element.
+  if (!plan.direct_dx && plan.lanes == 1 && p.mask.input && chunks == 1 && !fused && dx_rows &&
+      p.dx_strides[1] == 1 && p.dx_strides[3] == p.c && p.c > 1) {
+    plan.acc_step = plan.channel_block;
+  }
   const int64_t chunk = (pixels + chunks - 1) / chunks;
   plan.chunk_pixels = std::max<int64_t>((chunk + kTile - 1) / kTile * kTile, kTile);
   plan.span = ((plane + chunks - 1) / chunks + kLanes - 1) / kLanes * kLanes;
@@ -464,13 +480,12 @@ BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
   // Slack to align any pointer to 64. A saturated size stays saturated.
   plan.workspace_bytes = static_cast<std::size_t>(bytes > 0 ? add(bytes, 64) : 0);
 
-  plan.flat_taps = plan.lanes == 1 && flat_taps(p);
   const KernelTable table = kernels(p.dtype);
   plan.fn = (p.volume ? table.backward_3d : table.backward)[static_cast<int>(p.options.interpolation)]
                                                             [static_cast<int>(path_of(plan.lanes))];
   plan.build = builder(table, p.options, plan.lanes > 1 || plan.flat_taps ? TapForm::kFlat : TapForm::kStrided,
                        p.volume);
-  if (fused_applies(p, plan.lanes, plan.flat_taps, false)) {
+  if (fused) {
     switch (p.options.interpolation) {
       case Interpolation::kBicubic:  // (images only)
         plan.fused = fused_entry(p, table.fused_backward_bicubic, table.fused_backward_bicubic);

@@ -116,10 +116,17 @@ struct BackwardPlan {
   bool need_values = false;    // dgrid wanted and the mode has weight derivatives
   bool shared_values = false;  // interleaved values copied once per (n, block), shared by its chunks
   bool flat_taps = false;      // planar tasks read dense planes through flat taps
-  // Planar tasks that own whole planes of a dense dx in the compute type
-  // accumulate into dx itself (zeroed first) instead of a scratch plane that
-  // is copied out: one pass over the plane instead of three.
+  // Planar tasks that own whole planes of dx in the compute type, its
+  // pixels `acc_step` apart along rows and from row to row (1: dense rows;
+  // channels-last: C), accumulate into dx itself (zeroed first) instead of
+  // a scratch plane that is copied out: one pass over the plane instead of
+  // three.
   bool direct_dx = false;
+  // How far apart a planar task's dx targets are from pixel to pixel: in dx
+  // itself (direct_dx), or 1 (accumulator planes, `in_plane + 1` apart),
+  // or channel_block (accumulators [pixel][channel] for a channels-last dx
+  // in 16 bits).
+  int64_t acc_step = 1;
   int64_t channel_block = 1;      // channels per task
   int64_t channel_blocks = 1;
   int64_t accumulator_elems = 0;  // one task's dx accumulators (and, interleaved, its values)
