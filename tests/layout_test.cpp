@@ -76,7 +76,7 @@ TEST(Layout, SparseBackwardsTakeThePlanesOfContiguousOnes) {
   // (16 lanes), 20 in blocks of 8, 8 and 4 (planes too large for more),
   // and a 4x downsampling of 3 channels.
   const Dims shapes[] = {
-      {2, 5, 40, 48, 3, 4}, {2, 18, 40, 48, 3, 4}, {1, 20, 128, 160, 3, 4}, {2, 3, 64, 64, 16, 16}};
+      {2, 5, 40, 48, 3, 4}, {2, 18, 40, 48, 3, 4}, {1, 20, 96, 120, 3, 4}, {2, 3, 48, 48, 12, 12}};
   const int64_t targets = gridsampler::cpu::available_targets();
   for (int64_t t = targets; t != 0; t &= t - 1) {
     gridsampler::cpu::force_targets(t & -t);
