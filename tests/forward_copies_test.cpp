@@ -248,7 +248,8 @@ TEST(ForwardCopies, PlannerSamplesPlanesForDownsamplingWhereGathersAreCheap) {
   const int downsampling = gs::cpu::planar_downsampling_pays() ? 1 : gs::cpu::kNarrowLanes;
   EXPECT_EQ(plan_forward(resize(3, 512, 256, Interpolation::kBilinear)).lanes, downsampling);
   EXPECT_EQ(plan_forward(resize(2, 1024, 256, Interpolation::kBicubic)).lanes, downsampling);  // 16 taps x 1/16
-  EXPECT_EQ(plan_forward(resize(7, 512, 128, Interpolation::kNearest)).lanes, downsampling);
+  // (a tap per output pixel at 1/16 of the plane: planes on every CPU, below)
+  EXPECT_EQ(plan_forward(resize(7, 512, 128, Interpolation::kNearest)).lanes, 1);
   // Each input pixel read more than once, 16 taps at a quarter and 4 taps
   // at half the plane: fused tiles, which take 3 or 4 channels up to half a
   // plane of output pixels, and 2 channels at any size.
@@ -269,6 +270,33 @@ TEST(ForwardCopies, PlannerSamplesPlanesForDownsamplingWhereGathersAreCheap) {
   gs::detail::Problem last = resize(3, 512, 256, Interpolation::kBilinear);
   last.input_strides = {3 * 512 * 512, 1, 3 * 512, 3};
   EXPECT_EQ(plan_forward(last).lanes, gs::cpu::kNarrowLanes);
+}
+
+// Forwards of at most an eighth of a plane's pixels whose taps read each
+// input pixel a quarter of a time or less (tiny outputs, points, bilinear
+// downsampling by 4 or more) sample the planes
+// on every CPU and in every layout: a channel-minor copy would move the
+// whole plane for a few taps. Larger outputs keep their copies. (The bits
+// are those of the copies: SharedAndPrivateCopiesGiveTheSameBits.)
+TEST(ForwardCopies, PlannerSamplesPlanesForTinyOutputs) {
+  using gs::cpu::plan_forward;
+  auto sampled = [](int64_t c, int64_t side, int64_t out_h, int64_t out_w, Interpolation mode) {
+    gs::detail::Problem p = dense(16, c, side, DType::kFloat64, 2);
+    p.out_h = out_h, p.out_w = out_w;
+    p.options.interpolation = mode;
+    return p;
+  };
+  EXPECT_EQ(plan_forward(sampled(24, 128, 3, 3, Interpolation::kBilinear)).lanes, 1);
+  EXPECT_EQ(plan_forward(sampled(64, 128, 1, 64, Interpolation::kBicubic)).lanes, 1);  // 16 x 64 = plane / 16
+  EXPECT_EQ(plan_forward(sampled(16, 128, 32, 32, Interpolation::kBilinear)).lanes, 1);  // 4 x 1024 = plane / 4
+  gs::detail::Problem last = sampled(5, 128, 7, 7, Interpolation::kNearest);
+  last.input_strides = {5 * 128 * 128, 1, 5 * 128, 5};
+  EXPECT_EQ(plan_forward(last).lanes, 1);
+  // Each input pixel read more than a quarter of a time, or more than an
+  // eighth of a plane of output pixels: copies.
+  EXPECT_EQ(plan_forward(sampled(24, 128, 32, 36, Interpolation::kBilinear)).lanes, gs::cpu::kLanes);
+  EXPECT_EQ(plan_forward(sampled(24, 128, 64, 64, Interpolation::kNearest)).lanes, gs::cpu::kLanes);
+  EXPECT_EQ(plan_forward(sampled(64, 128, 1, 1024, Interpolation::kBicubic)).lanes, gs::cpu::kLanes);
 }
 
 }  // namespace

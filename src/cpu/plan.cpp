@@ -246,8 +246,17 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
                            reads_pixels_once(p) && planar_downsampling_pays();
   const bool fused_planes =
       copies == ForwardCopies::kChosen && fused_applies(p, 1, flat_taps(p), true) && fused_planes_pay(p);
-  const bool interleave = copies != ForwardCopies::kNone && !planar_pays && !fused_planes && !p.empty() && p.c >= 2 &&
-                          slot <= kMaxInterleavedBytes / (lanes * elem);
+  // An image forward with at most an eighth as many output pixels as a
+  // plane, whose taps read each input pixel a quarter of a time or less on
+  // average (tiny outputs: windows, points, crops; bilinear downsampling by
+  // 4 or more per side), samples the planes where they lie, on every CPU:
+  // a channel-minor copy would read and write the whole plane for a few
+  // taps (a 3x3 window of 24 channels of 128^2 took 330 times as long).
+  // At half a read per pixel the copies won (docs/performance.md, "Sparse
+  // forwards").
+  const bool sparse = copies == ForwardCopies::kChosen && few_taps(p, 8, 4);
+  const bool interleave = copies != ForwardCopies::kNone && !planar_pays && !fused_planes && !sparse && !p.empty() &&
+                          p.c >= 2 && slot <= kMaxInterleavedBytes / (lanes * elem);
   if (interleave) {
     const int64_t blocks = (p.c + lanes - 1) / lanes;
     const auto tasks = static_cast<int64_t>(std::min<uint64_t>(mul(p.n, blocks), INT64_MAX));
