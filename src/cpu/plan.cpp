@@ -251,9 +251,8 @@ ForwardPlan plan_forward(const Problem& p, ForwardCopies copies) {
   // average (tiny outputs: windows, points, crops; bilinear downsampling by
   // 4 or more per side), samples the planes where they lie, on every CPU:
   // a channel-minor copy would read and write the whole plane for a few
-  // taps (a 3x3 window of 24 channels of 128^2 took 330 times as long).
-  // At half a read per pixel the copies won (docs/performance.md, "Sparse
-  // forwards").
+  // taps. At half a read per pixel the copies won (docs/performance.md,
+  // "Sparse forwards").
   const bool sparse = copies == ForwardCopies::kChosen && few_taps(p, 8, 4);
   const bool interleave = copies != ForwardCopies::kNone && !planar_pays && !fused_planes && !sparse && !p.empty() &&
                           p.c >= 2 && slot <= kMaxInterleavedBytes / (lanes * elem);
