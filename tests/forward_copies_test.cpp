@@ -274,10 +274,10 @@ TEST(ForwardCopies, PlannerSamplesPlanesForDownsamplingWhereGathersAreCheap) {
 
 // Forwards of at most an eighth of a plane's pixels whose taps read each
 // input pixel a quarter of a time or less (tiny outputs, points, bilinear
-// downsampling by 4 or more) sample the planes
-// on every CPU and in every layout: a channel-minor copy would move the
-// whole plane for a few taps. Larger outputs keep their copies. (The bits
-// are those of the copies: SharedAndPrivateCopiesGiveTheSameBits.)
+// downsampling by 4 or more) sample the planes on every CPU and in every
+// layout: a channel-minor copy would move the whole plane for a few taps.
+// Larger outputs keep their copies. (The bits are those of the copies:
+// SharedAndPrivateCopiesGiveTheSameBits.)
 TEST(ForwardCopies, PlannerSamplesPlanesForTinyOutputs) {
   using gs::cpu::plan_forward;
   auto sampled = [](int64_t c, int64_t side, int64_t out_h, int64_t out_w, Interpolation mode) {
