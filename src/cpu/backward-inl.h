@@ -366,10 +366,11 @@ void backward(const BackwardPlan& plan, const TensorView& grad, const TensorView
       }
       if (cap > 0) {
         win.start();
-      } else if (want_dx && plan.direct_dx && plan.acc_step == 1) {
-        for (int64_t c = c0; c < c1; ++c) std::fill_n(direct_dx_plane<S>(dx, n, c), plane, T(0));
       } else if (want_dx && plan.direct_dx) {
-        // (zeroed before the tasks)
+        // (dx whose pixels lie further apart is zeroed before the tasks)
+        if (plan.acc_step == 1) {
+          for (int64_t c = c0; c < c1; ++c) std::fill_n(direct_dx_plane<S>(dx, n, c), plane, T(0));
+        }
       } else if (banded) {
         band.zero(plane, slot);  // the zero slots, where invalid taps add nothing
       } else if (want_dx) {

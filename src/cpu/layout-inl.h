@@ -89,6 +89,18 @@ inline void narrow_to_halves(const float* __restrict from, int64_t n, Half* __re
   for (; i < n; ++i) to[i] = store<Half>(from[i]);
 }
 
+// to[i] = from[i] rounded to S for i < n: float16 by vector
+// (narrow_to_halves), other types in a flat loop (which compilers
+// vectorise for bfloat16; a copy where S is T).
+template <class S, class T>
+inline void narrow_run(const T* __restrict from, int64_t n, S* __restrict to) {
+  if constexpr (kHalvesByVector<S, T>) {
+    narrow_to_halves(from, n, to);
+  } else {
+    for (int64_t i = 0; i < n; ++i) to[i] = store<S>(from[i]);
+  }
+}
+
 // Moves between planes and the [pixel][lane] layout. The general case is
 // written as plain loops in the shape compilers vectorise for every target:
 // an interleaving store of L rows read contiguously, and its inverse through
@@ -179,15 +191,7 @@ inline void deinterleave_rows(const T* __restrict src, int rows, int64_t n, S* d
     for (int64_t q0 = 0; q0 < n; q0 += kStretch) {
       const int64_t m = std::min(kStretch, n - q0);
       deinterleave_rows<L>(src + q0 * L, rows, m, wide, kStretch);
-      for (int j = 0; j < rows; ++j) {
-        const T* row = wide + j * kStretch;
-        S* __restrict d = dst + j * row_stride + q0;
-        if constexpr (kHalvesByVector<S, T>) {
-          narrow_to_halves(row, m, d);
-        } else {
-          for (int64_t q = 0; q < m; ++q) d[q] = store<S>(row[q]);
-        }
-      }
+      for (int j = 0; j < rows; ++j) narrow_run(wide + j * kStretch, m, dst + j * row_stride + q0);
     }
     return;
   }
@@ -614,12 +618,7 @@ inline void store_planes(const MutableTensorView& dx, int64_t in_w, int64_t slot
     const int64_t rows = c1 - c0;
     S* d0 = static_cast<S*>(dx.data) + n * ds[0] + c0;
     if (rows == step && ds[3] == step && ds[2] == in_w * step) {
-      S* __restrict d = d0 + q0 * step;
-      if constexpr (kHalvesByVector<S, T>) {
-        narrow_to_halves(a, (q1 - q0) * step, d);
-      } else {
-        for (int64_t e = 0; e < (q1 - q0) * step; ++e) d[e] = store<S>(a[e]);
-      }
+      narrow_run(a, (q1 - q0) * step, d0 + q0 * step);
       return;
     }
     // Otherwise a stretch of whole rows at a time rounded flat into `narrow`,
@@ -637,11 +636,7 @@ inline void store_planes(const MutableTensorView& dx, int64_t in_w, int64_t slot
           for (int64_t j = 0; j < rows; ++j) d[j] = store<S>(src[j]);
           continue;
         }
-        if constexpr (kHalvesByVector<S, T>) {
-          narrow_to_halves(src, e, narrow);
-        } else {
-          for (int64_t i = 0; i < e; ++i) narrow[i] = store<S>(src[i]);
-        }
+        narrow_run(src, e, narrow);
         for (int64_t i = 0; i < k; ++i) std::memcpy(d + i * ds[3], narrow + i * step, rows * sizeof(S));
       }
     });

@@ -425,14 +425,14 @@ BackwardPlan plan_backward(const Problem& p, RowWindows windows) {
   // Fused tiles add into rows of consecutive pixels; planar microkernels
   // into pixels a stride apart (channels-last: C).
   const bool dx_rows = p.dx_strides[2] == p.dx_strides[3] * p.in_w || in_rows(p) == 1;
-  plan.direct_dx = plan.lanes == 1 && p.mask.input && chunks == 1 && compute_type && dx_rows &&
-                   (p.dx_strides[3] == 1 || !fused);
+  const bool whole_planes = plan.lanes == 1 && p.mask.input && chunks == 1 && dx_rows;
+  plan.direct_dx = whole_planes && compute_type && (p.dx_strides[3] == 1 || !fused);
   plan.acc_step = plan.direct_dx ? p.dx_strides[3] : 1;
   // A channels-last dx in 16 bits: the block's accumulators in its order too
   // ([pixel][channel]), so that they are written out by rows of channels,
-  // not a plane at a time to every C-th element.
-  if (!plan.direct_dx && plan.lanes == 1 && p.mask.input && chunks == 1 && !fused && dx_rows &&
-      p.dx_strides[1] == 1 && p.dx_strides[3] == p.c && p.c > 1) {
+  // not a plane at a time to every C-th element. (Fused tiles take the
+  // compute type only.)
+  if (whole_planes && !compute_type && p.dx_strides[1] == 1 && p.dx_strides[3] == p.c && p.c > 1) {
     plan.acc_step = plan.channel_block;
   }
   const int64_t chunk = (pixels + chunks - 1) / chunks;
